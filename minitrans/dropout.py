@@ -1,0 +1,56 @@
+"""Inverted dropout (Srivastava et al., 2014; paper §5.4)."""
+
+from minitrans import backend, checks
+from minitrans.module import Module
+
+
+class Dropout(Module):
+    """Zeroes each element with probability p during training.
+
+    Forward (training):  y = x * m / (1 - p),  m_i ~ Bernoulli(1 - p)
+    Forward (eval):      y = x
+    Backward:            dx = dy * m / (1 - p)   (dx = dy in eval)
+
+    Dividing by (1 - p) while training ("inverted" dropout) keeps the expected
+    value of y equal to x, so nothing needs rescaling at evaluation time.
+
+    The mask is drawn on the current device from a generator seeded by
+    ``seed`` (or by a number drawn from ``rng``); ``reset_rng()`` starts the
+    sequence of masks again, which gradient checks use to get the same mask at
+    every forward.
+
+    Inputs:
+        x: any shape
+    Returns:
+        y: the shape of x
+    """
+
+    def __init__(self, p=0.1, rng=None):
+        super().__init__()
+        checks.check_probability("p", p)
+        self.p = float(p)
+        self.seed = int(backend.host_rng(rng).integers(2**31))
+        self.reset_rng()
+
+    def reset_rng(self):
+        self.rng = backend.device_rng(self.seed)
+
+    def moved(self):
+        self.reset_rng()  # a generator that draws on the new device
+
+    def forward(self, x):
+        checks.check_array("x", x)
+        if not self.training or self.p == 0.0:
+            self.cache = (None, x.shape)
+            return x
+        keep = self.rng.random(x.shape, dtype=x.dtype) >= self.p
+        scale = 1.0 / (1.0 - self.p)
+        self.cache = (keep, x.shape)
+        return x * keep * scale
+
+    def backward(self, dy):
+        keep, x_shape = self.saved()
+        checks.check_same_shape("dy", dy, x_shape)
+        if keep is None:
+            return dy
+        return dy * keep * (1.0 / (1.0 - self.p))

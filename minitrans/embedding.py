@@ -1,0 +1,54 @@
+"""Token embeddings: a trainable lookup table, scaled by sqrt(d_model)."""
+
+import math
+
+from minitrans import backend, checks, init
+from minitrans.module import Module
+
+
+class Embedding(Module):
+    """Maps each token id to a learned vector of size d_model (paper §3.4).
+
+    Forward:   y[b, t] = W_E[ids[b, t]] * sqrt(d_model)
+    Backward:  dW_E[v] += sqrt(d_model) * sum of dy[b, t] over all (b, t)
+               with ids[b, t] == v
+
+    The backward is a scatter-add: a token that appears several times in the
+    batch receives the sum of the gradients of all its positions. Token ids are
+    integers, so ``backward`` returns ``None`` (there is nothing to
+    differentiate with respect to them).
+
+    ``W_E`` starts as N(0, 1/d_model), so that after the sqrt(d_model) scale
+    the embeddings have unit variance, like the positional encodings they are
+    added to.
+
+    Parameters:
+        W_E: (vocab_size, d_model)
+
+    Inputs:
+        ids: integer array (...), for example (B, T), values in [0, vocab_size)
+    Returns:
+        y: (..., d_model)
+    """
+
+    def __init__(self, vocab_size, d_model, scale=True, rng=None):
+        super().__init__()
+        checks.check_positive_int("vocab_size", vocab_size)
+        checks.check_positive_int("d_model", d_model)
+        self.vocab_size, self.d_model = vocab_size, d_model
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        rng = backend.host_rng(rng)
+        self.add_param("W_E", init.normal(rng, (vocab_size, d_model), d_model**-0.5))
+
+    def forward(self, ids):
+        checks.check_token_ids("ids", ids, self.vocab_size)
+        self.cache = ids
+        return self.params["W_E"][ids] * self.scale
+
+    def backward(self, dy):
+        ids = self.saved()
+        checks.check_same_shape("dy", dy, (*ids.shape, self.d_model))
+        xp = backend.get_xp()
+        rows = dy.reshape(-1, self.d_model) * self.scale
+        xp.add.at(self.grads["W_E"], ids.reshape(-1), rows)  # repeated ids add up
+        return None

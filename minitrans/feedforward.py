@@ -1,0 +1,58 @@
+"""The position-wise feed-forward network (paper §3.3)."""
+
+from minitrans import backend, checks, init
+from minitrans.module import Module
+
+
+class FeedForward(Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position alone.
+
+    Two linear maps with a ReLU between them: d_model -> d_ff -> d_model
+    (the paper uses d_ff = 2048 = 4 * 512).
+
+    Backward, with a = x W_1 + b_1 and r = max(0, a):
+        dW_2 += r^T dy,   db_2 += sum of dy,   dr = dy W_2^T
+        da = dr * [a > 0]
+        dW_1 += x^T da,   db_1 += sum of da,   dx = da W_1^T
+
+    Parameters (Xavier-uniform weights, zero biases):
+        W_1: (d_model, d_ff),  b_1: (d_ff,)
+        W_2: (d_ff, d_model),  b_2: (d_model,)
+
+    Inputs:
+        x: (..., d_model)
+    Returns:
+        y: (..., d_model)
+    """
+
+    def __init__(self, d_model, d_ff, rng=None):
+        super().__init__()
+        checks.check_positive_int("d_model", d_model)
+        checks.check_positive_int("d_ff", d_ff)
+        self.d_model, self.d_ff = d_model, d_ff
+        rng = backend.host_rng(rng)
+        self.add_param("W_1", init.xavier_uniform(rng, d_model, d_ff))
+        self.add_param("b_1", init.zeros((d_ff,)))
+        self.add_param("W_2", init.xavier_uniform(rng, d_ff, d_model))
+        self.add_param("b_2", init.zeros((d_model,)))
+
+    def forward(self, x):
+        checks.check_array("x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["W_1"].dtype)
+        xp = backend.get_xp()
+        x_2d = x.reshape(-1, self.d_model)  # (N, d_model)
+        hidden = xp.maximum(x_2d @ self.params["W_1"] + self.params["b_1"], 0.0)  # (N, d_ff)
+        y = hidden @ self.params["W_2"] + self.params["b_2"]
+        self.cache = (x_2d, hidden, x.shape)
+        return y.reshape(x.shape)
+
+    def backward(self, dy):
+        x_2d, hidden, x_shape = self.saved()
+        checks.check_same_shape("dy", dy, x_shape)
+        dy_2d = dy.reshape(-1, self.d_model)
+        self.grads["W_2"] += hidden.T @ dy_2d
+        self.grads["b_2"] += dy_2d.sum(axis=0)
+        # ReLU passes the gradient where its output is positive (a > 0 <=> r > 0).
+        dpre = (dy_2d @ self.params["W_2"].T) * (hidden > 0)
+        self.grads["W_1"] += x_2d.T @ dpre
+        self.grads["b_1"] += dpre.sum(axis=0)
+        return (dpre @ self.params["W_1"].T).reshape(x_shape)

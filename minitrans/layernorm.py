@@ -1,0 +1,62 @@
+"""Layer normalisation over the feature axis (Ba, Kiros and Hinton, 2016)."""
+
+from minitrans import checks, init
+from minitrans.module import Module
+
+
+class LayerNorm(Module):
+    """Normalises each position's d_model features, then scales and shifts.
+
+    Forward:
+        mu = mean(x),  var = mean((x - mu)^2)          over the last axis
+        x_hat = (x - mu) / sqrt(var + eps)
+        y = gamma * x_hat + beta
+    Backward (D = d_model features, means over the last axis):
+        dgamma += sum over positions of dy * x_hat,   dbeta += sum of dy
+        dx_hat = dy * gamma
+        dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) / sqrt(var + eps)
+
+    Unlike batch norm, the statistics are per position, so the layer behaves
+    the same in training and evaluation and for any batch size.
+
+    Parameters:
+        gamma: (d_model,) starts at 1
+        beta:  (d_model,) starts at 0
+
+    Inputs:
+        x: (..., d_model)
+    Returns:
+        y: (..., d_model)
+    """
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        checks.check_positive_int("d_model", d_model)
+        if not eps > 0:
+            raise ValueError(f"eps: expected a positive number, got {eps!r}")
+        self.d_model, self.eps = d_model, float(eps)
+        self.add_param("gamma", init.ones((d_model,)))
+        self.add_param("beta", init.zeros((d_model,)))
+
+    def forward(self, x):
+        checks.check_array("x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["gamma"].dtype)
+        mu = x.mean(axis=-1, keepdims=True)
+        centred = x - mu
+        var = (centred * centred).mean(axis=-1, keepdims=True)
+        inv_std = 1.0 / (var + self.eps) ** 0.5
+        x_hat = centred * inv_std
+        self.cache = (x_hat, inv_std)
+        return x_hat * self.params["gamma"] + self.params["beta"]
+
+    def backward(self, dy):
+        x_hat, inv_std = self.saved()
+        checks.check_same_shape("dy", dy, x_hat.shape)
+        reduce_axes = tuple(range(dy.ndim - 1))  # every axis but the features
+        self.grads["gamma"] += (dy * x_hat).sum(axis=reduce_axes)
+        self.grads["beta"] += dy.sum(axis=reduce_axes)
+        dx_hat = dy * self.params["gamma"]
+        return inv_std * (
+            dx_hat
+            - dx_hat.mean(axis=-1, keepdims=True)
+            - x_hat * (dx_hat * x_hat).mean(axis=-1, keepdims=True)
+        )

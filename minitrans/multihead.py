@@ -1,0 +1,131 @@
+"""Multi-head attention (paper §3.2.2)."""
+
+from minitrans import backend, checks, init
+from minitrans.attention import ScaledDotProductAttention
+from minitrans.module import Module
+
+
+class MultiHeadAttention(Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O,
+    head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i).
+
+    The h heads are computed together: one (d_model, d_model) projection,
+    then a reshape of its output into h blocks of d_k = d_model / h features
+    and a swap of axes, (B, T, d_model) -> (B, h, T, d_k). Attention then runs
+    on all heads at once; the outputs are swapped back and concatenated.
+
+    Self-attention: ``forward(x, mask=...)``, queries, keys and values all come
+    from x; ``backward`` returns dx (the sum of its three uses).
+    Cross-attention: ``forward(x, memory, mask=...)``, queries from x (the
+    decoder), keys and values from memory (the encoder output); ``backward``
+    returns (dx, dmemory).
+
+    The query, value and output projections have a bias, as in PyTorch's
+    ``nn.MultiheadAttention``. The key projection has none: a key bias b adds
+    q . b to every score of a query's row, the same constant for every key,
+    and softmax is blind to constants added to a whole row. Its gradient is
+    always exactly zero, so it would be a parameter that never learns.
+
+    Parameters (Xavier-uniform weights, zero biases):
+        W_Q, W_K, W_V, W_O: (d_model, d_model)
+        b_Q, b_V, b_O: (d_model,)
+
+    Inputs:
+        x:      (B, T_q, d_model)
+        memory: (B, T_k, d_model), optional
+        mask:   optional boolean, True = may attend, broadcastable to
+                (B, T_q, T_k); a rank-4 mask may also broadcast over heads,
+                (B, h, T_q, T_k)
+    Returns:
+        out: (B, T_q, d_model)
+    """
+
+    def __init__(self, d_model, h, rng=None):
+        super().__init__()
+        checks.check_positive_int("d_model", d_model)
+        checks.check_positive_int("h", h)
+        if d_model % h != 0:
+            raise ValueError(
+                f"h: d_model={d_model} must be divisible by the number of heads, got h={h}"
+            )
+        self.d_model, self.h, self.d_k = d_model, h, d_model // h
+        rng = backend.host_rng(rng)
+        for name in ("Q", "K", "V", "O"):
+            self.add_param(f"W_{name}", init.xavier_uniform(rng, d_model, d_model))
+            if name != "K":
+                self.add_param(f"b_{name}", init.zeros((d_model,)))
+        self.attention = ScaledDotProductAttention()
+
+    # (B, T, d_model) <-> (B, h, T, d_k)
+    def _split_heads(self, x_2d, batch):
+        return x_2d.reshape(batch, -1, self.h, self.d_k).swapaxes(1, 2)
+
+    def _merge_heads(self, heads):
+        batch, _, length, _ = heads.shape
+        return heads.swapaxes(1, 2).reshape(batch * length, self.d_model)
+
+    def _project(self, x_2d, name):
+        y = x_2d @ self.params[f"W_{name}"]
+        bias = self.params.get(f"b_{name}")
+        return y if bias is None else y + bias
+
+    def forward(self, x, memory=None, mask=None):
+        dtype = self.params["W_Q"].dtype
+        checks.check_array("x", x, ndim=3, last_dim=self.d_model, dtype=dtype)
+        is_self_attention = memory is None
+        if is_self_attention:
+            memory = x
+        else:
+            checks.check_array("memory", memory, ndim=3, last_dim=self.d_model, dtype=dtype)
+            if memory.shape[0] != x.shape[0]:
+                raise ValueError(
+                    f"memory: expected batch size {x.shape[0]} (as x), got shape {tuple(memory.shape)}"
+                )
+        batch, length_q, length_k = x.shape[0], x.shape[1], memory.shape[1]
+        x_2d = x.reshape(-1, self.d_model)  # (B*T_q, d_model)
+        memory_2d = memory.reshape(-1, self.d_model)  # (B*T_k, d_model)
+
+        Q = self._split_heads(self._project(x_2d, "Q"), batch)  # (B, h, T_q, d_k)
+        K = self._split_heads(self._project(memory_2d, "K"), batch)  # (B, h, T_k, d_k)
+        V = self._split_heads(self._project(memory_2d, "V"), batch)  # (B, h, T_k, d_k)
+        mask = self._heads_mask(mask, (batch, length_q, length_k))
+        heads = self.attention.forward(Q, K, V, mask=mask)  # (B, h, T_q, d_k)
+        concat = self._merge_heads(heads)  # (B*T_q, d_model)
+        out = self._project(concat, "O")
+        self.cache = (x_2d, memory_2d, concat, batch, is_self_attention)
+        return out.reshape(batch, length_q, self.d_model)
+
+    def backward(self, dout):
+        x_2d, memory_2d, concat, batch, is_self_attention = self.saved()
+        checks.check_same_shape("dout", dout, (batch, x_2d.shape[0] // batch, self.d_model))
+        dout_2d = dout.reshape(-1, self.d_model)
+        dheads = self._split_heads(self._project_backward(concat, dout_2d, "O"), batch)
+
+        dQ, dK, dV = self.attention.backward(dheads)
+        dx = self._project_backward(x_2d, self._merge_heads(dQ), "Q")
+        dmemory = self._project_backward(memory_2d, self._merge_heads(dK), "K")
+        dmemory += self._project_backward(memory_2d, self._merge_heads(dV), "V")
+
+        dx = dx.reshape(batch, -1, self.d_model)
+        dmemory = dmemory.reshape(batch, -1, self.d_model)
+        if is_self_attention:
+            return dx + dmemory
+        return dx, dmemory
+
+    def _project_backward(self, x_2d, dy_2d, name):
+        """Backward of y = x W + b: accumulate dW, db and return dx."""
+        self.grads[f"W_{name}"] += x_2d.T @ dy_2d
+        if f"b_{name}" in self.grads:
+            self.grads[f"b_{name}"] += dy_2d.sum(axis=0)
+        return dy_2d @ self.params[f"W_{name}"].T
+
+    def _heads_mask(self, mask, scores_shape):
+        """Give a (B, T_q, T_k)-style mask a head axis: (B, 1, T_q, T_k)."""
+        if mask is None:
+            return None
+        batch, length_q, length_k = scores_shape
+        if getattr(mask, "ndim", 0) == 4:
+            checks.check_mask("mask", mask, (batch, self.h, length_q, length_k))
+            return mask
+        checks.check_mask("mask", mask, scores_shape)
+        return mask[..., None, :, :] if mask.ndim == 3 else mask

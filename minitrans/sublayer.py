@@ -1,0 +1,65 @@
+"""The residual sub-layer connection "Add & Norm" (paper §3.1, §5.4)."""
+
+from minitrans import backend, checks
+from minitrans.dropout import Dropout
+from minitrans.layernorm import LayerNorm
+from minitrans.module import Module
+
+
+class SublayerConnection(Module):
+    """Wraps a sub-layer F (attention or feed-forward) in a residual and a norm.
+
+    Post-norm, as in the paper:  y = LayerNorm(x + Dropout(F(x)))
+    Pre-norm (``pre_norm=True``): y = x + Dropout(F(LayerNorm(x)))
+
+    The residual path adds the identity to the Jacobian: dL/dx = dL/dy (I +
+    dF/dx), so a gradient always reaches x even when F's is small. Pre-norm
+    keeps that identity path free of the norm, which makes deep stacks easier
+    to train (Xiong et al., 2020); post-norm is the paper's.
+
+    ``forward(x, *others, **options)`` calls ``sublayer.forward(x, *others,
+    **options)``: for cross-attention ``others`` is the encoder output and
+    ``options`` the mask. ``backward`` returns dx, or (dx, d_others...) when
+    other arrays were passed, taking their gradients from the sub-layer.
+
+    Inputs:
+        x: (B, T, d_model), others: as the sub-layer needs
+    Returns:
+        y: (B, T, d_model)
+    """
+
+    def __init__(self, sublayer, d_model, dropout=0.1, pre_norm=False, eps=1e-5, rng=None):
+        super().__init__()
+        if not isinstance(sublayer, Module):
+            raise TypeError(f"sublayer: expected a minitrans Module, got {type(sublayer).__name__}")
+        self.sublayer = sublayer
+        self.norm = LayerNorm(d_model, eps=eps)
+        self.dropout = Dropout(dropout, rng=backend.host_rng(rng))
+        self.pre_norm = bool(pre_norm)
+
+    def forward(self, x, *others, **options):
+        checks.check_array("x", x, min_ndim=1)
+        self.cache = len(others)
+        if self.pre_norm:
+            return x + self.dropout.forward(self.sublayer.forward(self.norm.forward(x), *others, **options))
+        return self.norm.forward(x + self.dropout.forward(self.sublayer.forward(x, *others, **options)))
+
+    def backward(self, dy):
+        num_others = self.saved()
+        if self.pre_norm:
+            dsub = self.sublayer.backward(self.dropout.backward(dy))
+            dsub_x, dothers = _split_first(dsub, num_others)
+            dx = dy + self.norm.backward(dsub_x)
+        else:
+            dsum = self.norm.backward(dy)  # gradient of x + Dropout(F(x))
+            dsub = self.sublayer.backward(self.dropout.backward(dsum))
+            dsub_x, dothers = _split_first(dsub, num_others)
+            dx = dsum + dsub_x
+        return (dx, *dothers) if num_others else dx
+
+
+def _split_first(gradients, num_others):
+    """(dx, [d_others]) from what the sub-layer's backward returned."""
+    if num_others == 0:
+        return gradients, []
+    return gradients[0], list(gradients[1:])

@@ -1,0 +1,11 @@
+"""Helpers shared by the tests (import with ``from helpers import ...``)."""
+
+from minitrans.gradcheck import check_layer, format_table
+
+
+def assert_gradcheck(layer, *inputs, **options):
+    """Gradient-check a layer and fail with the whole table when any tensor fails."""
+    results = check_layer(layer, *inputs, **options)
+    assert results, "the checker checked nothing"
+    assert all(r.passed for r in results), "\n" + format_table(results)
+    return results
