@@ -7,6 +7,7 @@ never as a traceback.
 """
 
 import argparse
+import os
 import sys
 
 from minitrans import backend
@@ -56,6 +57,9 @@ def main(argv=None):
     try:
         args = build_parser().parse_args(argv)
         return gradcheck_command(args)
+    except BrokenPipeError:  # output piped into `head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except _UsageError as error:
         print(error, file=sys.stderr)
         return 2

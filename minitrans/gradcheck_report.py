@@ -38,8 +38,9 @@ def randomise_params(layer, rng, scale=0.5):
     return layer
 
 
-def _cases(rng):
-    """(label, layer, inputs, options) for every layer; float64, tiny sizes."""
+def layer_cases(rng):
+    """(label, layer, inputs, options) for every layer, tiny sizes, in the
+    current backend and dtype (the report runs them in float64)."""
 
     def x(*shape):
         return backend.from_host(rng.standard_normal(shape))
@@ -82,7 +83,7 @@ def run_report(backend_name=None, seed=0):
     results = []
     with backend.using(backend_name, dtype="float64"):
         rng = backend.host_rng(seed)
-        for label, layer, inputs, options in _cases(rng):
+        for label, layer, inputs, options in layer_cases(rng):
             randomise_params(layer, rng)
             results.extend(check_layer(layer, *inputs, label=label, **options))
     return results

@@ -29,6 +29,11 @@ BACKEND_PARAMS = [
 ]
 
 
+def pytest_report_header(config):
+    cupy = "runs" if _CUPY_SKIP is None else f"skipped: {_CUPY_SKIP}"
+    return [f"minitrans backends: numpy, strict; cupy leg {cupy}"]
+
+
 @pytest.fixture(params=BACKEND_PARAMS)
 def backend_name(request):
     """The current backend, in the default float32."""

@@ -1,0 +1,62 @@
+"""The ``minitrans`` command: the gradient-check report and its errors."""
+
+import subprocess
+import sys
+
+import pytest
+
+from minitrans.cli import main
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "minitrans", *args], capture_output=True, text=True)
+
+
+def test_gradcheck_prints_a_table_and_exits_zero():
+    result = run("gradcheck")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("layer"))
+    assert header.split() == ["layer", "tensor", "shape", "rel.", "error", "result"]
+    assert "FAIL" not in result.stdout
+    assert sum(line.rstrip().endswith("pass") for line in lines) >= 80
+    assert lines[-1].startswith("all ") and lines[-1].endswith("passed")
+
+
+def test_gradcheck_on_the_strict_backend(capsys):
+    assert main(["gradcheck", "--backend", "strict"]) == 0
+    assert "backend strict" in capsys.readouterr().out
+
+
+def test_gradcheck_exits_non_zero_when_a_check_fails(monkeypatch, capsys):
+    from minitrans import cli
+    from minitrans.gradcheck import TensorCheck
+
+    monkeypatch.setattr(cli, "run_report", lambda name, seed: [TensorCheck("Broken", "x", (2,), 0.5)])
+    assert main(["gradcheck"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "1 of 1 tensors FAILED" in out
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["gradcheck", "--backend", "tpu"], "invalid choice: 'tpu'"),
+        (["gradcheck", "--seed", "x"], "invalid int value: 'x'"),
+        (["train"], "invalid choice: 'train'"),
+        ([], "required: command"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_a_non_zero_exit(args, expected):
+    result = run(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert expected in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unavailable_backend_is_one_line_without_traceback(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    assert main(["gradcheck", "--backend", "cupy"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "minitrans[gpu]" in err
