@@ -128,6 +128,8 @@ def _unwrap(value, where, allow_host=False):
 def _wrap(value):
     if isinstance(value, np.ndarray):
         return StrictArray(value)
+    if isinstance(value, np.generic):  # CuPy gives 0-d device arrays, not host scalars
+        return StrictArray(np.asarray(value))
     if isinstance(value, tuple):
         return tuple(_wrap(item) for item in value)
     if isinstance(value, list):

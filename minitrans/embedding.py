@@ -22,6 +22,11 @@ class Embedding(Module):
     the embeddings have unit variance, like the positional encodings they are
     added to.
 
+    ``shared_with=other`` makes this layer read ``other``'s table instead of
+    owning one (paper §3.4: source and target embeddings share weights). It
+    then has no parameters of its own, and its backward adds into
+    ``other.grads["W_E"]``, so the shared table gets the sum of both uses.
+
     Parameters:
         W_E: (vocab_size, d_model)
 
@@ -31,24 +36,49 @@ class Embedding(Module):
         y: (..., d_model)
     """
 
-    def __init__(self, vocab_size, d_model, scale=True, rng=None):
+    def __init__(self, vocab_size, d_model, scale=True, rng=None, shared_with=None):
         super().__init__()
         checks.check_positive_int("vocab_size", vocab_size)
         checks.check_positive_int("d_model", d_model)
         self.vocab_size, self.d_model = vocab_size, d_model
         self.scale = math.sqrt(d_model) if scale else 1.0
-        rng = backend.host_rng(rng)
-        self.add_param("W_E", init.normal(rng, (vocab_size, d_model), d_model**-0.5))
+        if shared_with is None:
+            rng = backend.host_rng(rng)
+            self.add_param("W_E", init.normal(rng, (vocab_size, d_model), d_model**-0.5))
+            self._owner = self
+        else:
+            _check_can_share(shared_with, vocab_size, d_model)
+            self._owner = shared_with  # underscore: not a child, counted once
+
+    @property
+    def owner(self):
+        """The Embedding that owns the table: this one, or the one shared with."""
+        return self._owner
+
+    @property
+    def W_E(self):
+        """The (vocab_size, d_model) table, wherever it is owned."""
+        return self._owner.params["W_E"]
 
     def forward(self, ids):
         checks.check_token_ids("ids", ids, self.vocab_size)
         self.cache = ids
-        return self.params["W_E"][ids] * self.scale
+        return self.W_E[ids] * self.scale
 
     def backward(self, dy):
         ids = self.saved()
         checks.check_same_shape("dy", dy, (*ids.shape, self.d_model))
         xp = backend.get_xp()
         rows = dy.reshape(-1, self.d_model) * self.scale
-        xp.add.at(self.grads["W_E"], ids.reshape(-1), rows)  # repeated ids add up
+        xp.add.at(self._owner.grads["W_E"], ids.reshape(-1), rows)  # repeated ids add up
         return None
+
+
+def _check_can_share(owner, vocab_size, d_model):
+    if not isinstance(owner, Embedding) or "W_E" not in owner.params:
+        raise TypeError(f"shared_with: expected an Embedding that owns its table, got {owner!r}")
+    if (owner.vocab_size, owner.d_model) != (vocab_size, d_model):
+        raise ValueError(
+            f"shared_with: expected a table of shape ({vocab_size}, {d_model}), "
+            f"got ({owner.vocab_size}, {owner.d_model})"
+        )

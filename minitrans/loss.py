@@ -80,6 +80,9 @@ class LabelSmoothedCrossEntropy(Module):
 
     def backward(self, dloss=1.0):
         log_probs, targets, weights = self.saved()
+        if hasattr(dloss, "shape"):
+            checks.check_same_shape("dloss", dloss, ())  # the loss is a scalar
+            dloss = dloss.astype(log_probs.dtype)  # a float64 0-d array would upcast
         xp = backend.get_xp()
         vocab_size = log_probs.shape[-1]
         one_hot = (targets[..., None] == xp.arange(vocab_size)).astype(log_probs.dtype)  # (..., V)

@@ -45,8 +45,14 @@ class Module:
                 grad.fill(0)
 
     def children(self):
-        """(name, child) pairs: attributes that are Modules or lists of them."""
+        """(name, child) pairs: attributes that are Modules or lists of them.
+
+        Attributes whose name starts with ``_`` are references, not children
+        (a tied layer points at the layer that owns the shared weight).
+        """
         for name, value in vars(self).items():
+            if name.startswith("_"):
+                continue
             if isinstance(value, Module):
                 yield name, value
             elif isinstance(value, (list, tuple)):

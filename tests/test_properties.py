@@ -54,7 +54,7 @@ def attention_configs(draw):
 
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(config=attention_configs())
 def test_multi_head_attention_backward_matches_the_checker(backend_name, config):
     h, d_k, batch, length_q, length_k, cross, seed = config

@@ -1,0 +1,115 @@
+"""Embedding: y = W_E[ids] * sqrt(d_model), a scatter-add backward, id checks."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from helpers import assert_gradcheck
+
+import minitrans
+from minitrans import Embedding
+from minitrans.gradcheck_report import randomise_params
+
+IDS = [[1, 2, 1, 4], [3, 1, 0, 2]]  # token 1 appears three times, 2 twice
+
+
+def assert_names(info, *names):
+    """The error message names every one of ``names`` as a whole word."""
+    message = str(info.value)
+    for name in names:
+        assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)
+
+
+def test_forward_is_scaled_row_lookup_exactly(backend_name, device):
+    """y[b, t] == W_E[ids[b, t]] * sqrt(d_model), bit for bit."""
+    layer = Embedding(7, 6, rng=0)
+    y = minitrans.to_numpy(layer(device(IDS)))
+    W = minitrans.to_numpy(layer.params["W_E"])
+    expected = W[np.array(IDS)] * np.float32(math.sqrt(6))
+    assert y.shape == (2, 4, 6) and y.dtype == np.float32
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_scale_false_is_plain_lookup(backend_name, device):
+    layer = Embedding(7, 6, scale=False, rng=0)
+    y = minitrans.to_numpy(layer(device(IDS)))
+    np.testing.assert_array_equal(y, minitrans.to_numpy(layer.params["W_E"])[np.array(IDS)])
+
+
+def test_repeated_token_accumulates_sum_of_its_gradients(backend_name, device, randn):
+    """dW_E[v] = sqrt(d) * sum of dy over every position holding v (host loop)."""
+    layer = Embedding(7, 6, rng=0)
+    layer(device(IDS))
+    dy = randn(2, 4, 6)
+    layer.backward(dy)
+    dy_host = minitrans.to_numpy(dy).astype(np.float64)
+    expected = np.zeros((7, 6))
+    for b in range(2):
+        for t in range(4):
+            expected[IDS[b][t]] += math.sqrt(6) * dy_host[b, t]
+    got = minitrans.to_numpy(layer.grads["W_E"])
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert np.all(got[[5, 6]] == 0)  # tokens not in the batch get no gradient
+
+
+def test_backward_returns_none(backend_name, device, randn):
+    """Token ids are integers: there is no input gradient."""
+    layer = Embedding(7, 6)
+    layer(device(IDS))
+    assert layer.backward(randn(2, 4, 6)) is None
+
+
+def test_gradcheck(float64, device):
+    """dW_E agrees with central differences (ids have no gradient)."""
+    layer = Embedding(7, 4, rng=0)
+    randomise_params(layer, np.random.default_rng(0))
+    results = assert_gradcheck(layer, device(IDS))
+    assert [r.tensor for r in results] == ["W_E"]
+
+
+def test_id_equal_to_vocab_size_names_ids_and_value(backend_name, device):
+    layer = Embedding(10, 4)
+    with pytest.raises(ValueError) as info:
+        layer(device([[1, 10, 3]]))
+    assert_names(info, "ids", "10")
+
+
+def test_negative_id_names_ids_and_value(backend_name, device):
+    layer = Embedding(10, 4)
+    with pytest.raises(ValueError) as info:
+        layer(device([[1, -3, 3]]))
+    assert_names(info, "ids")
+    assert "-3" in str(info.value)
+
+
+def test_float_ids_are_type_error_naming_ids(backend_name, device):
+    layer = Embedding(10, 4)
+    with pytest.raises(TypeError) as info:
+        layer(device([[1.0, 2.0]]))
+    assert_names(info, "ids")
+
+
+def test_same_seed_gives_identical_weights_on_numpy_and_strict():
+    """Weights are drawn on the host, so one seed gives one W_E on every backend."""
+    weights = {}
+    for name in ("numpy", "strict"):
+        with minitrans.using(name, dtype="float32"):
+            weights[name] = minitrans.to_numpy(Embedding(11, 5, rng=42).params["W_E"])
+    np.testing.assert_array_equal(weights["numpy"], weights["strict"])
+    with minitrans.using("numpy", dtype="float32"):
+        other = minitrans.to_numpy(Embedding(11, 5, rng=43).params["W_E"])
+    assert not np.array_equal(weights["numpy"], other)
+
+
+def test_backward_before_forward_is_runtime_error(backend_name, randn):
+    with pytest.raises(RuntimeError):
+        Embedding(7, 6).backward(randn(2, 4, 6))
+
+
+def test_wrong_upstream_shape_names_dy(backend_name, device, randn):
+    layer = Embedding(7, 6)
+    layer(device(IDS))
+    with pytest.raises(ValueError) as info:
+        layer.backward(randn(2, 4, 5))
+    assert_names(info, "dy")

@@ -1,0 +1,76 @@
+"""LayerNorm: per-position normalisation, scale and shift, and its backward."""
+
+import re
+
+import numpy as np
+import pytest
+from helpers import assert_gradcheck
+
+import minitrans
+from minitrans import LayerNorm
+from minitrans.gradcheck_report import randomise_params
+
+
+def assert_names(info, *names):
+    """The error message names every one of ``names`` as a whole word."""
+    message = str(info.value)
+    for name in names:
+        assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)
+
+
+def test_fresh_layer_gives_zero_mean_unit_variance_float32(backend_name, randn):
+    """gamma = 1, beta = 0: every position has mean 0 and variance 1 (float32, 1e-5)."""
+    layer = LayerNorm(16, eps=1e-12)
+    x = randn(3, 5, 16) * 3.0 + 2.0
+    y = minitrans.to_numpy(layer(x)).astype(np.float64)
+    np.testing.assert_allclose(y.mean(axis=-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(y.var(axis=-1), 1.0, atol=1e-5)
+
+
+def test_fresh_layer_gives_zero_mean_unit_variance_float64(float64, randn):
+    layer = LayerNorm(16, eps=1e-12)
+    y = minitrans.to_numpy(layer(randn(3, 5, 16) * 3.0 + 2.0))
+    np.testing.assert_allclose(y.mean(axis=-1), 0.0, atol=1e-10)
+    np.testing.assert_allclose(y.var(axis=-1), 1.0, atol=1e-10)
+
+
+def test_forward_equals_host_reference(float64, randn):
+    """y = gamma * (x - mu) / sqrt(var + eps) + beta, with the biased variance."""
+    layer = LayerNorm(6, eps=1e-3)
+    randomise_params(layer, np.random.default_rng(0))
+    x = randn(2, 3, 6)
+    y = minitrans.to_numpy(layer(x))
+    xh = minitrans.to_numpy(x)
+    mu = xh.mean(axis=-1, keepdims=True)
+    var = ((xh - mu) ** 2).mean(axis=-1, keepdims=True)
+    expected = (xh - mu) / np.sqrt(var + 1e-3) * minitrans.to_numpy(layer.params["gamma"]) + minitrans.to_numpy(
+        layer.params["beta"]
+    )
+    np.testing.assert_allclose(y, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (5, 4)], ids=["3d", "2d"])
+def test_gradcheck_with_random_gamma_beta(float64, randn, shape):
+    layer = LayerNorm(4)
+    randomise_params(layer, np.random.default_rng(0))
+    results = assert_gradcheck(layer, randn(*shape))
+    assert {r.tensor for r in results} == {"x", "gamma", "beta"}
+
+
+def test_wrong_feature_size_names_x(backend_name, randn):
+    with pytest.raises(ValueError) as info:
+        LayerNorm(4)(randn(2, 3, 5))
+    assert_names(info, "x")
+
+
+def test_backward_before_forward_is_runtime_error(backend_name, randn):
+    with pytest.raises(RuntimeError):
+        LayerNorm(4).backward(randn(2, 4))
+
+
+def test_wrong_upstream_shape_names_dy(backend_name, randn):
+    layer = LayerNorm(4)
+    layer(randn(2, 3, 4))
+    with pytest.raises(ValueError) as info:
+        layer.backward(randn(3, 2, 4))
+    assert_names(info, "dy")
