@@ -1,5 +1,7 @@
 """Helpers shared by the tests (import with ``from helpers import ...``)."""
 
+import re
+
 from minitrans.gradcheck import check_layer, format_table
 
 
@@ -9,3 +11,10 @@ def assert_gradcheck(layer, *inputs, **options):
     assert results, "the checker checked nothing"
     assert all(r.passed for r in results), "\n" + format_table(results)
     return results
+
+
+def assert_names(info, *names):
+    """The error message names every one of ``names`` as a whole word."""
+    message = str(info.value)
+    for name in names:
+        assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)

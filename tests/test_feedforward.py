@@ -1,21 +1,13 @@
 """FeedForward: max(0, x W_1 + b_1) W_2 + b_2, its backward and its checks."""
 
-import re
 
 import numpy as np
 import pytest
-from helpers import assert_gradcheck
+from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import FeedForward
 from minitrans.gradcheck_report import randomise_params
-
-
-def assert_names(info, *names):
-    """The error message names every one of ``names`` as a whole word."""
-    message = str(info.value)
-    for name in names:
-        assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)
 
 
 def test_forward_equals_host_relu_mlp(backend_name, randn):

@@ -1,21 +1,13 @@
 """LayerNorm: per-position normalisation, scale and shift, and its backward."""
 
-import re
 
 import numpy as np
 import pytest
-from helpers import assert_gradcheck
+from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import LayerNorm
 from minitrans.gradcheck_report import randomise_params
-
-
-def assert_names(info, *names):
-    """The error message names every one of ``names`` as a whole word."""
-    message = str(info.value)
-    for name in names:
-        assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)
 
 
 def test_fresh_layer_gives_zero_mean_unit_variance_float32(backend_name, randn):

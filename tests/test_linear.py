@@ -1,21 +1,13 @@
 """Linear: y = x W + b, its hand-written backward and its argument checks."""
 
-import re
 
 import numpy as np
 import pytest
-from helpers import assert_gradcheck
+from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import Linear
 from minitrans.gradcheck_report import randomise_params
-
-
-def assert_names(info, *names):
-    """The error message names every one of ``names`` as a whole word."""
-    message = str(info.value)
-    for name in names:
-        assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)
 
 
 @pytest.mark.parametrize("shape", [(5, 4), (2, 3, 4)], ids=["2d", "3d"])

@@ -1,21 +1,13 @@
 """PositionalEncoding: the paper's sinusoid table, added to x; dx = dy."""
 
 import math
-import re
 
 import numpy as np
 import pytest
-from helpers import assert_gradcheck
+from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import PositionalEncoding
-
-
-def assert_names(info, *names):
-    """The error message names every one of ``names`` as a whole word."""
-    message = str(info.value)
-    for name in names:
-        assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)
 
 
 def paper_table(max_len, d_model):

@@ -1,22 +1,14 @@
 """SublayerConnection: post-norm and pre-norm "Add & Norm" around a sub-layer."""
 
-import re
 
 import numpy as np
 import pytest
-from helpers import assert_gradcheck
+from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import FeedForward, LayerNorm, MultiHeadAttention, SublayerConnection
 from minitrans.gradcheck_report import randomise_params
 from minitrans.masks import padding_mask
-
-
-def assert_names(info, *names):
-    """The error message names every one of ``names`` as a whole word."""
-    message = str(info.value)
-    for name in names:
-        assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)
 
 
 def standalone_copies(sub):
