@@ -11,6 +11,10 @@ import numpy as np
 
 from minitrans import backend
 from minitrans.attention import ScaledDotProductAttention
+from minitrans.config import ModelConfig
+from minitrans.language_model import DecoderOnlyLM
+from minitrans.module import Module
+from minitrans.transformer import Transformer
 from minitrans.dropout import Dropout
 from minitrans.embedding import Embedding
 from minitrans.feedforward import FeedForward
@@ -26,15 +30,54 @@ from minitrans.sublayer import SublayerConnection
 PAD = 0
 
 
+class ModelWithLoss(Module):
+    """The whole model and its loss as one layer, for whole-model checks.
+
+    ``forward(*model_inputs, targets)`` returns the scalar loss; ``backward``
+    runs the loss's backward, then the model's.
+    """
+
+    def __init__(self, model, label_smoothing=0.1):
+        super().__init__()
+        self.model = model
+        self.loss = LabelSmoothedCrossEntropy(label_smoothing, pad_id=model.config.pad_id)
+
+    def forward(self, *inputs):
+        *model_inputs, targets = inputs
+        return self.loss.forward(self.model.forward(*model_inputs), targets)
+
+    def backward(self, dloss=1.0):
+        return self.model.backward(self.loss.backward(dloss))
+
+
+def tiny_model(decoder_only=False, tie_embeddings=False, pre_norm=False, N=2, seed=0):
+    """A whole model small enough for central differences, with dropout on,
+    in the current backend and dtype, and its (inputs..., targets) batch:
+    padded sources and targets, so every mask is exercised."""
+    config = ModelConfig(vocab_size=7, d_model=4, h=2, N=N, d_ff=8, dropout=0.1, max_len=8,
+                         pre_norm=pre_norm, tie_embeddings=tie_embeddings, decoder_only=decoder_only)
+    rng = backend.host_rng(seed)
+    model = DecoderOnlyLM(config, rng=rng) if decoder_only else Transformer(config, rng=rng)
+    randomise_params(model, rng)
+    src = backend.to_device(np.array([[3, 4, 5, 0], [6, 4, 0, 0]]))  # 0 = <pad>
+    tgt_in = backend.to_device(np.array([[1, 3, 4], [1, 6, 0]]))  # 1 = <bos>
+    tgt_out = backend.to_device(np.array([[3, 4, 2], [6, 2, 0]]))  # 2 = <eos>
+    batch = (tgt_in, tgt_out) if decoder_only else (src, tgt_in, tgt_out)
+    return ModelWithLoss(model), batch
+
+
 def randomise_params(layer, rng, scale=0.5):
-    """Replace every parameter by random values.
+    """Add N(0, scale^2) noise to every parameter.
 
     Fresh layers have gamma = 1 and zero biases; a backward that mixes up
     gamma and beta, or drops a bias term, can pass a check at those values.
+    Noise around the initial values (rather than replacing them) keeps gamma
+    near 1, so gradients keep flowing through every layer norm of a stack.
     """
     for module in layer.modules():
         for name, value in module.params.items():
-            module.params[name] = backend.from_host(rng.normal(0.0, scale, size=value.shape))
+            noise = backend.from_host(rng.normal(0.0, scale, size=value.shape))
+            module.params[name] = value + noise.astype(value.dtype)
     return layer
 
 
@@ -76,6 +119,10 @@ def layer_cases(rng):
     yield "LogSoftmax", LogSoftmax(), (x(2, 3, 7),), {}
     yield "CrossEntropy (smoothing 0.1, padding)", LabelSmoothedCrossEntropy(0.1, pad_id=PAD), (x(2, 3, 7), tgt), {}
     yield "CrossEntropy (no smoothing)", LabelSmoothedCrossEntropy(0.0), (x(2, 3, 7), tgt), {}
+    for label, options in [("Transformer + loss", {}), ("Transformer + loss (tied, pre-norm)", {"tie_embeddings": True, "pre_norm": True}),
+                           ("Decoder-only LM + loss", {"decoder_only": True})]:
+        model, batch = tiny_model(N=1, **options)
+        yield label, model, batch, {}
 
 
 def run_report(backend_name=None, seed=0):
@@ -84,6 +131,7 @@ def run_report(backend_name=None, seed=0):
     with backend.using(backend_name, dtype="float64"):
         rng = backend.host_rng(seed)
         for label, layer, inputs, options in layer_cases(rng):
-            randomise_params(layer, rng)
+            if not isinstance(layer, ModelWithLoss):  # those come randomised
+                randomise_params(layer, rng)
             results.extend(check_layer(layer, *inputs, label=label, **options))
     return results

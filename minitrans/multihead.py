@@ -119,6 +119,33 @@ class MultiHeadAttention(Module):
             self.grads[f"b_{name}"] += dy_2d.sum(axis=0)
         return dy_2d @ self.params[f"W_{name}"].T
 
+    # ------------------------------------------------ decoding, no backward
+
+    def keys_values(self, memory):
+        """K and V heads of ``memory``, each (B, h, T_k, d_k).
+
+        For decoding: cross-attention computes them once per source sentence,
+        self-attention computes them for each new position and appends them to
+        a ``KVCache``, instead of recomputing the whole prefix every step.
+        """
+        batch = memory.shape[0]
+        memory_2d = memory.reshape(-1, self.d_model)
+        K = self._split_heads(self._project(memory_2d, "K"), batch)
+        V = self._split_heads(self._project(memory_2d, "V"), batch)
+        return K, V
+
+    def attend(self, x, K, V, mask=None):
+        """Attention of the queries of ``x`` (B, T_q, d_model) over given K, V.
+
+        The inference half of ``forward``: nothing is kept for ``backward``,
+        but the weights are still available in ``attention.attention_weights``.
+        """
+        batch, length_q = x.shape[0], x.shape[1]
+        Q = self._split_heads(self._project(x.reshape(-1, self.d_model), "Q"), batch)
+        mask = self._heads_mask(mask, (batch, length_q, K.shape[2]))
+        heads = self.attention.forward(Q, K, V, mask=mask)
+        return self._project(self._merge_heads(heads), "O").reshape(batch, length_q, self.d_model)
+
     def _heads_mask(self, mask, scores_shape):
         """Give a (B, T_q, T_k)-style mask a head axis: (B, 1, T_q, T_k)."""
         if mask is None:

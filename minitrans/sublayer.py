@@ -44,6 +44,14 @@ class SublayerConnection(Module):
             return x + self.dropout.forward(self.sublayer.forward(self.norm.forward(x), *others, **options))
         return self.norm.forward(x + self.dropout.forward(self.sublayer.forward(x, *others, **options)))
 
+    def infer(self, x, sublayer_fn):
+        """The same connection around ``sublayer_fn`` (a function of the
+        sub-layer's input), without dropout and without keeping anything for
+        backward: used by incremental decoding."""
+        if self.pre_norm:
+            return x + sublayer_fn(self.norm.forward(x))
+        return self.norm.forward(x + sublayer_fn(x))
+
     def backward(self, dy):
         num_others = self.saved()
         if self.pre_norm:
