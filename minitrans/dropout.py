@@ -17,7 +17,7 @@ class Dropout(Module):
     The mask is drawn on the current device from a generator seeded by
     ``seed`` (or by a number drawn from ``rng``); ``reset_rng()`` starts the
     sequence of masks again, which gradient checks use to get the same mask at
-    every forward.
+    every forward, and ``reset_rng(step)`` gives each training step its own.
 
     Inputs:
         x: any shape
@@ -32,8 +32,15 @@ class Dropout(Module):
         self.seed = int(backend.host_rng(rng).integers(2**31))
         self.reset_rng()
 
-    def reset_rng(self):
-        self.rng = backend.device_rng(self.seed)
+    def reset_rng(self, step=None):
+        """Restart the masks: from the seed alone, or from (seed, step).
+
+        The trainer calls ``reset_rng(step)`` before every step, so the masks
+        of a step depend only on the seed and the step number. A run resumed
+        from a checkpoint then draws exactly the masks the uninterrupted run
+        drew, with no generator state to save (CuPy's cannot be saved).
+        """
+        self.rng = backend.device_rng(self.seed if step is None else [self.seed, int(step)])
 
     def moved(self):
         self.reset_rng()  # a generator that draws on the new device

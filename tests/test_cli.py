@@ -29,10 +29,10 @@ def test_gradcheck_on_the_strict_backend(capsys):
 
 
 def test_gradcheck_exits_non_zero_when_a_check_fails(monkeypatch, capsys):
-    from minitrans import cli
+    from minitrans import gradcheck_report
     from minitrans.gradcheck import TensorCheck
 
-    monkeypatch.setattr(cli, "run_report", lambda name, seed: [TensorCheck("Broken", "x", (2,), 0.5)])
+    monkeypatch.setattr(gradcheck_report, "run_report", lambda name, seed: [TensorCheck("Broken", "x", (2,), 0.5)])
     assert main(["gradcheck"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "1 of 1 tensors FAILED" in out
@@ -43,7 +43,11 @@ def test_gradcheck_exits_non_zero_when_a_check_fails(monkeypatch, capsys):
     [
         (["gradcheck", "--backend", "tpu"], "invalid choice: 'tpu'"),
         (["gradcheck", "--seed", "x"], "invalid int value: 'x'"),
-        (["train"], "invalid choice: 'train'"),
+        (["train"], "required: task"),
+        (["train", "sort"], "invalid choice: 'sort'"),
+        (["train", "copy", "--steps", "0"], "expected a positive integer, got 0"),
+        (["train", "copy", "--dropout", "1.5"], "expected a number in [0, 1), got 1.5"),
+        (["translate", "hello"], "required: --checkpoint"),
         ([], "required: command"),
     ],
 )

@@ -1,0 +1,101 @@
+"""Checkpoints: one ``.npz`` file, written atomically, read without pickle.
+
+A checkpoint holds every parameter, the optimiser's state, the step, the
+random-number state and the configs, so that training can resume exactly.
+Arrays are stored under their qualified names ("param/encoder.layers.0...");
+configs and other small records as JSON strings. ``np.load`` runs with
+``allow_pickle=False``: opening a checkpoint never executes code from it.
+
+Writing goes to a temporary file in the same folder, which is flushed to
+disk and then renamed over the old checkpoint. A rename within one file
+system is atomic, so a crash while saving leaves either the old checkpoint
+or the new one, never half of one.
+"""
+
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+
+from minitrans import backend
+
+FORMAT = "minitrans-checkpoint-1"
+
+
+class CheckpointError(ValueError):
+    """A file that is not a usable minitrans checkpoint."""
+
+
+def save_checkpoint(path, arrays, records):
+    """Write ``arrays`` (name -> array, any backend) and ``records`` (name ->
+    JSON-serialisable value) to ``path`` atomically."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    content = {name: backend.to_numpy(value) for name, value in arrays.items()}
+    content.update({f"json/{name}": np.array(json.dumps(value)) for name, value in records.items()})
+    content["format"] = np.array(FORMAT)
+    handle = tempfile.NamedTemporaryFile(dir=folder, prefix=".tmp-", suffix=".npz", delete=False)
+    try:
+        with handle:
+            np.savez(handle, **content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        if os.path.exists(handle.name):
+            os.remove(handle.name)
+        raise
+
+
+def load_checkpoint(path):
+    """Read a checkpoint: (arrays as host NumPy arrays, records).
+
+    Raises CheckpointError, naming the file, when it is missing, truncated,
+    not an ``.npz`` file, or not written by minitrans.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            content = {name: data[name] for name in data.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not an .npz file: {error})") from None
+    if "format" not in content or str(content.pop("format")) != FORMAT:
+        raise CheckpointError(f"{path}: not a minitrans checkpoint (no '{FORMAT}' marker)")
+    records, arrays = {}, {}
+    for name, value in content.items():
+        if name.startswith("json/"):
+            records[name[5:]] = json.loads(str(value))
+        else:
+            arrays[name] = value
+    return arrays, records
+
+
+def require(path, mapping, names, what):
+    """Fail clearly when a checkpoint lacks some of the entries it needs."""
+    missing = sorted(set(names) - set(mapping))
+    if missing:
+        shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+        raise CheckpointError(f"{path}: checkpoint is missing {what}: {shown}")
+
+
+def load_parameters(model, arrays, path):
+    """Copy ``param/<name>`` arrays into the model's parameters, in place.
+
+    Every parameter must be present with the model's shape: a checkpoint of
+    another configuration is refused, naming the first mismatch.
+    """
+    names = [name for name, _, _ in model.named_parameters()]
+    require(path, arrays, [f"param/{name}" for name in names], "parameters")
+    for name, value, _ in model.named_parameters():
+        stored = arrays[f"param/{name}"]
+        if stored.shape != value.shape:
+            raise CheckpointError(
+                f"{path}: checkpoint of another model configuration: {name} has shape "
+                f"{stored.shape}, the model expects {tuple(value.shape)}"
+            )
+        value[...] = backend.to_device(stored, dtype=value.dtype)

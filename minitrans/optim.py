@@ -1,0 +1,144 @@
+"""Optimisers: Adam (and AdamW) with the paper's settings, plain SGD, and
+gradient clipping. They update a model's parameters in place, by name."""
+
+import math
+
+from minitrans import backend
+
+
+class Optimizer:
+    """Walks ``model.named_parameters()``: a tied weight appears once, with
+    the sum of its gradients, so it is updated once."""
+
+    def __init__(self, model, lr):
+        self.model = model
+        self.lr = lr
+        self.step_count = 0
+
+    def zero_grad(self):
+        self.model.zero_grad()
+
+    def step(self, lr=None):
+        """One update with learning rate ``lr`` (default: the one given at
+        construction); returns the learning rate used."""
+        lr = self.lr if lr is None else lr
+        if not lr > 0:
+            raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
+        self.step_count += 1
+        for name, param, grad in self.model.named_parameters():
+            self.update(name, param, grad, float(lr))
+        return lr
+
+
+class SGD(Optimizer):
+    """w <- w - lr * g, or with momentum mu: v <- mu v + g,  w <- w - lr * v."""
+
+    def __init__(self, model, lr=0.1, momentum=0.0):
+        super().__init__(model, lr)
+        self.momentum = float(momentum)
+        self.velocity = {}
+
+    def update(self, name, param, grad, lr):
+        if self.momentum:
+            velocity = self.velocity.setdefault(name, backend.get_xp().zeros_like(param))
+            velocity *= self.momentum
+            velocity += grad
+            grad = velocity
+        param -= lr * grad
+
+    def state_dict(self):
+        return {"step": self.step_count, **{f"velocity/{k}": v for k, v in self.velocity.items()}}
+
+    def load_state_dict(self, state):
+        self.step_count = int(state["step"])
+        self.velocity = {k.split("/", 1)[1]: v.copy() for k, v in state.items() if k.startswith("velocity/")}
+
+
+class Adam(Optimizer):
+    """Adam (Kingma and Ba, 2015) with the paper's beta1 = 0.9, beta2 = 0.98,
+    eps = 1e-9 (§5.3); with ``weight_decay`` > 0, AdamW's decoupled decay
+    (Loshchilov and Hutter, 2019).
+
+    For each parameter w with gradient g, at step t = 1, 2, ...:
+        m <- beta1 m + (1 - beta1) g            running mean of g
+        v <- beta2 v + (1 - beta2) g^2          running mean of g^2
+        m_hat = m / (1 - beta1^t),  v_hat = v / (1 - beta2^t)   (m, v start at 0)
+        w <- w - lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * w)
+
+    Dividing by sqrt(v_hat) gives every weight a step of about lr, whatever
+    the scale of its gradient. The decay term is added to the step, not to
+    the gradient, so Adam's scaling does not weaken it.
+    """
+
+    def __init__(self, model, lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0):
+        super().__init__(model, lr)
+        self.beta1, self.beta2 = (float(b) for b in betas)
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise ValueError(f"betas: expected two numbers in [0, 1), got {betas!r}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay: expected a number >= 0, got {weight_decay!r}")
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        self.m, self.v = {}, {}
+
+    def update(self, name, param, grad, lr):
+        xp = backend.get_xp()
+        m = self.m.setdefault(name, xp.zeros_like(param))
+        v = self.v.setdefault(name, xp.zeros_like(param))
+        m *= self.beta1
+        m += (1.0 - self.beta1) * grad
+        v *= self.beta2
+        v += (1.0 - self.beta2) * (grad * grad)
+        m_hat_scale = 1.0 / (1.0 - self.beta1**self.step_count)
+        v_hat_scale = 1.0 / (1.0 - self.beta2**self.step_count)
+        step = (m * m_hat_scale) / (xp.sqrt(v * v_hat_scale) + self.eps)
+        if self.weight_decay:
+            step += self.weight_decay * param
+        param -= lr * step
+
+    def state_dict(self):
+        """Arrays and the step count, keyed by qualified parameter name."""
+        state = {"step": self.step_count}
+        state.update({f"m/{name}": value for name, value in self.m.items()})
+        state.update({f"v/{name}": value for name, value in self.v.items()})
+        return state
+
+    def load_state_dict(self, state):
+        self.step_count = int(state["step"])
+        # copies: the moments are updated in place and must not be shared
+        self.m = {k[2:]: v.copy() for k, v in state.items() if k.startswith("m/")}
+        self.v = {k[2:]: v.copy() for k, v in state.items() if k.startswith("v/")}
+
+
+def global_grad_norm(model):
+    """sqrt(sum of g^2 over every gradient of the model), a Python float."""
+    total = 0.0
+    for _, _, grad in model.named_parameters():
+        total += float((grad * grad).sum())
+    return math.sqrt(total)
+
+
+def clip_grad_norm(model, max_norm):
+    """Scale all gradients by max_norm / norm when their global norm exceeds
+    max_norm, keeping their direction. Returns the norm before clipping."""
+    norm = global_grad_norm(model)
+    if max_norm is not None and math.isfinite(norm) and norm > max_norm:
+        scale = max_norm / norm
+        for _, _, grad in model.named_parameters():
+            grad *= scale
+    return norm
+
+
+def transformer_lr(step, d_model, warmup, factor=1.0):
+    """The paper's schedule (§5.3):
+
+        lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+
+    It rises linearly for ``warmup`` steps, peaks at
+    factor * (d_model * warmup)^-0.5, then decays as 1 / sqrt(step).
+    Steps count from 1.
+    """
+    if step < 1:
+        raise ValueError(f"step: the schedule counts steps from 1, got {step!r}")
+    if warmup < 1:
+        raise ValueError(f"warmup: expected a positive number of steps, got {warmup!r}")
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)

@@ -1,0 +1,216 @@
+"""Training: Adam with the paper's schedule, evaluation, checkpoints, resume.
+
+One step: take the step's batch, forward, label-smoothed loss, backward,
+clip the global gradient norm, stop if anything is not finite, update with
+Adam at the scheduled learning rate. Every ``eval_every`` steps: held-out
+loss, token accuracy and exact match (greedy decoding), a checkpoint, and an
+early stop once exact match reaches the target.
+
+Everything random in a step (which examples, which dropout masks) is derived
+from (seed, step), so a run resumed from a checkpoint repeats exactly the
+losses of an uninterrupted run.
+"""
+
+import dataclasses
+import math
+import os
+import time
+
+import numpy as np
+
+from minitrans import backend, checkpoint, evaluation
+from minitrans.dropout import Dropout
+from minitrans.loss import LabelSmoothedCrossEntropy
+from minitrans.optim import Adam, clip_grad_norm, transformer_lr
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a loss or gradient that is not finite)."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """What to train on and how; the model's sizes are in ``ModelConfig``."""
+
+    task: str = "copy"  # a built-in task, or "translate" with data
+    data: str = None  # a TSV file of "source<TAB>target" lines
+    valid: str = None  # held-out TSV; default: a slice of data
+    level: str = "word"  # tokenisation of TSV data: "word" or "char"
+    steps: int = 1000
+    batch_size: int = 64
+    warmup: int = 400  # steps of linear learning-rate warm-up (paper: 4000)
+    lr_factor: float = 1.0  # multiplies the paper's schedule
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # global gradient norm limit; 0 = no clipping
+    weight_decay: float = 0.0  # > 0: AdamW
+    eval_every: int = 200
+    eval_pairs: int = 1000  # held-out pairs decoded for exact match
+    target_exact_match: float = 1.0  # stop early once reached
+    seed: int = 0
+    out_dir: str = "runs/run"
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        for name in ("lr_factor",):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: expected a positive number, got {getattr(self, name)!r}")
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"label_smoothing: expected a number in [0, 1), got {self.label_smoothing!r}")
+        if self.clip_norm < 0 or self.weight_decay < 0:
+            raise ValueError("clip_norm, weight_decay: expected numbers >= 0")
+
+
+class Trainer:
+    """Trains ``model`` on ``task`` as ``config`` says; ``fit()`` runs it."""
+
+    def __init__(self, model, task, config, log=print, progress=True):
+        self.model, self.task, self.config = model, task, config
+        self.log, self.progress = log, progress
+        self.optimizer = Adam(model, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay)
+        self.loss_fn = LabelSmoothedCrossEntropy(config.label_smoothing, pad_id=model.config.pad_id)
+        self.step = 0
+        self.history = {"step": [], "loss": [], "lr": [], "grad_norm": []}
+        self.evaluations = []
+        self.checkpoint_path = os.path.join(config.out_dir, "checkpoint.npz")
+
+    # ------------------------------------------------------------ one step
+
+    def learning_rate(self, step):
+        return transformer_lr(step, self.model.config.d_model, self.config.warmup, self.config.lr_factor)
+
+    def batch_pairs(self, step):
+        """The training pairs of ``step``: epoch after epoch, each a fresh
+        permutation seeded by (seed, epoch), so any step can be recreated."""
+        pairs = self.task.train
+        size = min(self.config.batch_size, len(pairs))
+        per_epoch = len(pairs) // size
+        epoch, index = divmod(step - 1, per_epoch)
+        order = np.random.default_rng([self.config.seed, epoch]).permutation(len(pairs))
+        return [pairs[i] for i in order[index * size:(index + 1) * size]]
+
+    def train_step(self):
+        step = self.step + 1
+        for module in self.model.modules():
+            if isinstance(module, Dropout):
+                module.reset_rng(step)  # this step's masks, whatever came before
+        batch = self.task.make_batch(self.batch_pairs(step))
+        inputs = (batch.tgt_in,) if batch.src is None else (batch.src, batch.tgt_in)
+        self.model.zero_grad()
+        loss = float(self.loss_fn.forward(self.model.forward(*inputs), batch.tgt_out))
+        self.model.backward(self.loss_fn.backward())
+        norm = clip_grad_norm(self.model, self.config.clip_norm or None)
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            raise TrainingError(
+                f"step {step}: the loss ({loss}) or the gradient norm ({norm}) is not finite; "
+                f"training stopped, the last good checkpoint is {self._last_good()}"
+            )
+        lr = self.learning_rate(step)
+        self.optimizer.step(lr)
+        self.step = step
+        for key, value in (("step", step), ("loss", loss), ("lr", lr), ("grad_norm", norm)):
+            self.history[key].append(value)
+        return loss, batch.num_tokens
+
+    # ------------------------------------------------------------ the loop
+
+    def fit(self):
+        """Train until ``steps`` or the target exact match; returns the last
+        evaluation (a dict)."""
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=self.config.steps, initial=self.step, disable=not self.progress, unit="step")
+        log = _through(bar, self.log)
+        last = None
+        try:
+            while self.step < self.config.steps:
+                start = time.perf_counter()
+                loss, tokens = self.train_step()
+                rate = tokens / max(time.perf_counter() - start, 1e-9)
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{self.history['lr'][-1]:.2e}", tok_s=f"{rate:,.0f}")
+                if self.step % self.config.eval_every == 0 or self.step == self.config.steps:
+                    last = self.evaluate_and_save(log)
+                    if last["exact_match"] >= self.config.target_exact_match:
+                        log(f"step {self.step}: reached exact match {last['exact_match']:.1%}, stopping early")
+                        break
+        finally:
+            bar.close()
+        return last
+
+    def evaluate_and_save(self, log=None):
+        metrics = self.evaluate()
+        self.evaluations.append(metrics)
+        (log or self.log)(
+            f"step {self.step}: held-out loss {metrics['loss']:.4f}, token accuracy "
+            f"{metrics['token_accuracy']:.1%}, exact match {metrics['exact_match']:.1%} "
+            f"({metrics['pairs']} pairs)"
+        )
+        self.save(self.checkpoint_path)
+        return metrics
+
+    def evaluate(self):
+        pairs = self.task.valid[: self.config.eval_pairs]
+        metrics = evaluation.teacher_forced_metrics(self.model, self.task, pairs)
+        metrics["exact_match"], _ = evaluation.exact_match(self.model, self.task, pairs)
+        return {"step": self.step, "pairs": len(pairs), **metrics}
+
+    def save_plots(self):
+        """loss.png and lr.png in the run's folder; returns their paths."""
+        from minitrans import plots
+
+        if not self.history["step"]:
+            return []
+        folder = self.config.out_dir
+        held_out = [(e["step"], e["loss"]) for e in self.evaluations]
+        extra = [([s for s, _ in held_out], [l for _, l in held_out], "held-out loss")] if held_out else None
+        paths = [os.path.join(folder, "loss.png"), os.path.join(folder, "lr.png")]
+        try:
+            plots.save_curve(paths[0], self.history["step"], self.history["loss"],
+                             f"{self.task.name}: training loss", "loss", log_y=True, extra=extra)
+            plots.save_curve(paths[1], self.history["step"], self.history["lr"],
+                             f"learning rate (warmup {self.config.warmup})", "learning rate")
+        except RuntimeError as error:  # matplotlib is not installed
+            self.log(f"no plots: {error}")
+            return []
+        return paths
+
+    def _last_good(self):
+        return self.checkpoint_path if os.path.exists(self.checkpoint_path) else "(none written yet)"
+
+    # ------------------------------------------------------------ checkpoints
+
+    def save(self, path):
+        """Parameters, Adam's moments and step, configs, vocabulary, history."""
+        arrays = {f"param/{name}": value for name, value, _ in self.model.named_parameters()}
+        arrays.update({f"optim/{k}": v for k, v in self.optimizer.state_dict().items() if k != "step"})
+        records = {
+            "model_config": self.model.config.to_dict(),
+            "train_config": dataclasses.asdict(self.config),
+            "task": {"name": self.task.name, "kind": self.task.kind, "level": self.task.tokenizer.level},
+            "vocab": self.task.vocab.to_json(),
+            "step": self.step,
+            "optimizer_step": self.optimizer.step_count,
+            "rng": {"seed": self.config.seed, "step": self.step, "rule": "numpy default_rng([seed, epoch]) and dropout [seed, step]"},
+            "history": self.history,
+            "evaluations": self.evaluations,
+        }
+        checkpoint.save_checkpoint(path, arrays, records)
+
+    def restore(self, path, arrays, records):
+        """Load what ``save`` wrote into this trainer (same model shapes)."""
+        checkpoint.load_parameters(self.model, arrays, path)
+        state = {k[len("optim/"):]: backend.to_device(v) for k, v in arrays.items() if k.startswith("optim/")}
+        self.optimizer.load_state_dict({"step": records["optimizer_step"], **state})
+        self.step = int(records["step"])
+        self.history = {key: list(values) for key, values in records["history"].items()}
+        self.evaluations = list(records["evaluations"])
+
+
+def _through(bar, log):
+    """Print through tqdm so that messages do not break the progress bar."""
+    if bar.disable:
+        return log
+    return lambda message: bar.write(message)
