@@ -12,6 +12,14 @@ from minitrans.backend import (
     using,
 )
 from minitrans.attention import ScaledDotProductAttention
+from minitrans.config import ModelConfig
+from minitrans.decoder import Decoder, DecoderLayer
+from minitrans.encoder import Encoder, EncoderLayer
+from minitrans.input_embedding import InputEmbedding
+from minitrans.language_model import DecoderOnlyLM
+from minitrans.optim import SGD, Adam, clip_grad_norm, transformer_lr
+from minitrans.projection import OutputProjection
+from minitrans.transformer import Transformer
 from minitrans.dropout import Dropout
 from minitrans.embedding import Embedding
 from minitrans.feedforward import FeedForward
