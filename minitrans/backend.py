@@ -224,20 +224,23 @@ def _is_module(value):
 def host_rng(seed_or_rng=None):
     """A seeded NumPy generator on the host.
 
-    Accepts an ``int`` seed, an existing ``numpy.random.Generator`` (returned
-    as is, so one generator can be threaded through many layers) or ``None``
-    (seed 0, so that results are reproducible by default).
+    Accepts an ``int`` seed, a tuple of ints (``(seed, epoch)``: one stream
+    per epoch, reproducible without saving any state), an existing
+    ``numpy.random.Generator`` (returned as is, so one generator can be
+    threaded through many layers) or ``None`` (seed 0, so that results are
+    reproducible by default).
     """
     if isinstance(seed_or_rng, np.random.Generator):
         return seed_or_rng
     if seed_or_rng is None:
         seed_or_rng = 0
-    if isinstance(seed_or_rng, bool) or not isinstance(seed_or_rng, (int, np.integer)):
+    parts = seed_or_rng if isinstance(seed_or_rng, tuple) else (seed_or_rng,)
+    if not parts or any(isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 0 for p in parts):
         raise TypeError(
-            "rng: expected an int seed or a numpy.random.Generator, "
-            f"got {type(seed_or_rng).__name__}"
+            "rng: expected a non-negative int seed, a tuple of them or a numpy.random.Generator, "
+            f"got {seed_or_rng!r}"
         )
-    return np.random.default_rng(int(seed_or_rng))
+    return np.random.default_rng([int(p) for p in parts] if len(parts) > 1 else int(parts[0]))
 
 
 def device_rng(seed):

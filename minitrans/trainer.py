@@ -16,8 +16,6 @@ import math
 import os
 import time
 
-import numpy as np
-
 from minitrans import backend, checkpoint, evaluation
 from minitrans.dropout import Dropout
 from minitrans.loss import LabelSmoothedCrossEntropy
@@ -88,7 +86,7 @@ class Trainer:
         size = min(self.config.batch_size, len(pairs))
         per_epoch = len(pairs) // size
         epoch, index = divmod(step - 1, per_epoch)
-        order = np.random.default_rng([self.config.seed, epoch]).permutation(len(pairs))
+        order = backend.host_rng((self.config.seed, epoch)).permutation(len(pairs))
         return [pairs[i] for i in order[index * size:(index + 1) * size]]
 
     def train_step(self):

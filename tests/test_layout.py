@@ -6,10 +6,10 @@ import pathlib
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "minitrans"
 # Host-side modules that may use NumPy themselves: the backend that chooses
 # the library, the strict test backend built on it, the checker, and the
-# data, checkpoint and trainer code, which work on host copies of arrays
-# (padding token ids, reading and writing files, shuffling examples).
+# data and checkpoint code, which work on host copies of arrays (padding
+# token ids, reading and writing files).
 HOST_MODULES = {"backend.py", "_strict.py", "gradcheck.py", "gradcheck_report.py", "cli.py",
-                "data.py", "checkpoint.py", "trainer.py"}
+                "data.py", "checkpoint.py"}
 
 
 def _imported_modules(path):
