@@ -18,12 +18,12 @@ def _pyplot():
     return plt
 
 
-def save_curve(path, steps, values, title, ylabel, log_y=False, extra=None):
+def save_curve(path, steps, values, title, ylabel, log_y=False, extra=None, label=None):
     """A line plot of ``values`` against ``steps``; ``extra`` adds
     (steps, values, label) series, such as held-out loss."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6, 4))
-    axes.plot(steps, values, label=ylabel, linewidth=1)
+    axes.plot(steps, values, label=label or ylabel, linewidth=1)
     for extra_steps, extra_values, label in extra or []:
         axes.plot(extra_steps, extra_values, "o-", label=label)
     if log_y:

@@ -119,6 +119,8 @@ class Trainer:
         evaluation (a dict)."""
         from tqdm.auto import tqdm
 
+        if self.step >= self.config.steps:  # nothing left to train: report where it stands
+            return self.evaluate()
         bar = tqdm(total=self.config.steps, initial=self.step, disable=not self.progress, unit="step")
         log = _through(bar, self.log)
         last = None
@@ -163,11 +165,12 @@ class Trainer:
             return []
         folder = self.config.out_dir
         held_out = [(e["step"], e["loss"]) for e in self.evaluations]
-        extra = [([s for s, _ in held_out], [l for _, l in held_out], "held-out loss")] if held_out else None
+        extra = [([s for s, _ in held_out], [l for _, l in held_out], "held-out loss (no smoothing)")] if held_out else None
         paths = [os.path.join(folder, "loss.png"), os.path.join(folder, "lr.png")]
         try:
             plots.save_curve(paths[0], self.history["step"], self.history["loss"],
-                             f"{self.task.name}: training loss", "loss", log_y=True, extra=extra)
+                             f"{self.task.name}: loss", "loss", log_y=True, extra=extra,
+                             label=f"training loss (label smoothing {self.config.label_smoothing})")
             plots.save_curve(paths[1], self.history["step"], self.history["lr"],
                              f"learning rate (warmup {self.config.warmup})", "learning rate")
         except RuntimeError as error:  # matplotlib is not installed
