@@ -7,9 +7,10 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "minitrans"
 # Host-side modules that may use NumPy themselves: the backend that chooses
 # the library, the strict test backend built on it, the checker, and the
 # data and checkpoint code, which work on host copies of arrays (padding
-# token ids, reading and writing files).
+# token ids, reading and writing files), and the lessons' exercise checkers,
+# which hand learners plain NumPy arrays.
 HOST_MODULES = {"backend.py", "_strict.py", "gradcheck.py", "gradcheck_report.py", "cli.py",
-                "data.py", "checkpoint.py"}
+                "data.py", "checkpoint.py", "exercises.py"}
 
 
 def _imported_modules(path):
