@@ -3,6 +3,7 @@ every gradient written by hand, running unchanged on a GPU through CuPy."""
 
 from minitrans.backend import (
     BackendUnavailableError,
+    from_host,
     get_dtype,
     get_xp,
     set_dtype,

@@ -1,0 +1,54 @@
+"""The lessons: every one runs top to bottom, and the committed notebooks are
+the executed, up-to-date versions of their plain-text sources."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
+jupytext = pytest.importorskip("jupytext", reason="the lesson tests need the dev extra (jupytext, nbclient)")
+pytest.importorskip("nbclient", reason="the lesson tests need the dev extra (nbclient)")
+
+
+def _build_module():
+    spec = importlib.util.spec_from_file_location("lessons_build", LESSONS / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build = _build_module()
+SOURCES = build.lesson_sources()
+
+
+def test_there_are_lessons():
+    assert SOURCES, "no lessons/NN_*.py found"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[s.stem for s in SOURCES])
+def test_the_committed_notebook_is_the_executed_source(source):
+    notebook_path = source.with_suffix(".ipynb")
+    assert notebook_path.exists(), f"run: python lessons/build.py {source.name[:2]}"
+    assert notebook_path.stat().st_size < 1_000_000, f"{notebook_path.name} is over 1 MB"
+    notebook = jupytext.read(notebook_path)
+    expected = jupytext.read(source)
+    cells = [(c.cell_type, c.source.strip()) for c in notebook.cells]
+    assert cells == [(c.cell_type, c.source.strip()) for c in expected.cells], (
+        f"{notebook_path.name} is out of date: python lessons/build.py {source.name[:2]}")
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), "not executed in order"
+    errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, f"{notebook_path.name} was saved with an error: {errors[0].get('ename')}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[s.stem for s in SOURCES])
+def test_the_lesson_runs_top_to_bottom(source):
+    notebook = build.execute(source)  # raises CellExecutionError on any error
+    assert any(c.cell_type == "code" and c.outputs for c in notebook.cells)
+
+
+def test_the_table_of_contents_lists_every_lesson():
+    contents = (LESSONS / "README.md").read_text(encoding="utf-8")
+    for source in SOURCES:
+        assert source.with_suffix(".ipynb").name in contents, f"{source.stem} is missing from lessons/README.md"
