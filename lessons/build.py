@@ -15,10 +15,12 @@ Needs ``pip install ".[dev]"`` (jupytext, nbclient, ipykernel).
 
 import pathlib
 import sys
+import tempfile
 import time
 
 import jupytext
 import nbclient
+from jupyter_client.manager import KernelManager
 
 LESSONS = pathlib.Path(__file__).resolve().parent
 TIMEOUT = 300  # seconds per cell
@@ -36,9 +38,13 @@ def execute(source):
     notebook = jupytext.read(source)
     notebook.metadata["jupytext"] = {"formats": "ipynb,py:percent"}
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    client = nbclient.NotebookClient(notebook, timeout=TIMEOUT, kernel_name="python3",
-                                     resources={"metadata": {"path": str(LESSONS)}})
-    client.execute()
+    # Talk to the kernel over local sockets (IPC), not TCP ports: no port can
+    # be taken by another kernel starting at the same moment.
+    with tempfile.TemporaryDirectory() as sockets:
+        manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(pathlib.Path(sockets) / "kernel"))
+        client = nbclient.NotebookClient(notebook, km=manager, timeout=TIMEOUT,
+                                         resources={"metadata": {"path": str(LESSONS)}})
+        client.execute()
     return notebook
 
 

@@ -31,7 +31,7 @@ from minitrans.loss import LabelSmoothedCrossEntropy, LogSoftmax
 from minitrans.masks import causal_mask, decoder_mask, padding_mask
 from minitrans.module import Module
 from minitrans.multihead import MultiHeadAttention
-from minitrans.positional import PositionalEncoding
+from minitrans.positional import PositionalEncoding, sinusoidal_table
 from minitrans.sublayer import SublayerConnection
 
 __version__ = "0.1.0"

@@ -3,10 +3,11 @@
 import dataclasses
 import numbers
 
-# Table 3 of the paper, and small sizes for the toy tasks.
+# Table 3 of the paper (with its shared embedding and pre-softmax matrix,
+# §3.4), and small sizes for the toy tasks.
 PRESETS = {
-    "base": dict(d_model=512, h=8, N=6, d_ff=2048, dropout=0.1),
-    "big": dict(d_model=1024, h=16, N=6, d_ff=4096, dropout=0.3),
+    "base": dict(d_model=512, h=8, N=6, d_ff=2048, dropout=0.1, tie_embeddings=True),
+    "big": dict(d_model=1024, h=16, N=6, d_ff=4096, dropout=0.3, tie_embeddings=True),
     "small": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.1),
     "toy": dict(d_model=64, h=4, N=2, d_ff=256, dropout=0.1),
     "tiny": dict(d_model=8, h=2, N=1, d_ff=16, dropout=0.0),

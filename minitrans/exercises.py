@@ -35,6 +35,10 @@ class ExerciseResult:
     def __bool__(self):
         return self.passed
 
+    def __repr__(self):  # one line, so that a notebook cell can end with the call
+        verdict = "correct" if self.passed else "not yet"
+        return f"<{self.name}: {verdict}, relative error {self.rel_error:.1e}>"
+
 
 def _verdict(name, expected, got, hint, quiet=False):
     """Compare (tuples of) arrays; print and return the verdict."""

@@ -114,14 +114,15 @@ class Trainer:
 
     # ------------------------------------------------------------ the loop
 
-    def fit(self):
-        """Train until ``steps`` or the target exact match; returns the last
-        evaluation (a dict)."""
-        from tqdm.auto import tqdm
-
+    def fit(self, steps=None):
+        """Train until ``steps`` (default: the config's) or the target exact
+        match; returns the last evaluation (a dict). Calling it again with a
+        larger ``steps`` continues the same run."""
+        if steps is not None:
+            self.config = dataclasses.replace(self.config, steps=steps)
         if self.step >= self.config.steps:  # nothing left to train: report where it stands
             return self.evaluate()
-        bar = tqdm(total=self.config.steps, initial=self.step, disable=not self.progress, unit="step")
+        bar = _progress_bar(self.config.steps, self.step, self.progress)
         log = _through(bar, self.log)
         last = None
         try:
@@ -208,6 +209,15 @@ class Trainer:
         self.step = int(records["step"])
         self.history = {key: list(values) for key, values in records["history"].items()}
         self.evaluations = list(records["evaluations"])
+
+
+def _progress_bar(total, initial, enabled):
+    """tqdm's bar (a widget in a notebook), or a silent stand-in."""
+    if enabled:
+        from tqdm.auto import tqdm
+    else:  # plain tqdm: no notebook-widget import, nothing printed
+        from tqdm import tqdm
+    return tqdm(total=total, initial=initial, disable=not enabled, unit="step")
 
 
 def _through(bar, log):
