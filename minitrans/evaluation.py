@@ -18,7 +18,7 @@ def teacher_forced_metrics(model, task, pairs, batch_size=256):
         chunk = pairs[start:start + batch_size]
         batch = task.make_batch(chunk)
         with evaluating(model):
-            logits = model.forward(*_model_inputs(batch))
+            logits = model.forward(*model_inputs(batch))
         targets = _answer_targets(task, chunk, batch.tgt_out, model.config.pad_id)
         real = targets != model.config.pad_id
         tokens = float(real.sum())
@@ -128,7 +128,9 @@ def evaluating(model):
         model.train(was_training)
 
 
-def _model_inputs(batch):
+def model_inputs(batch):
+    """What the model's forward takes from a batch: (src, tgt_in), or
+    (tgt_in,) for a decoder-only model."""
     return (batch.tgt_in,) if batch.src is None else (batch.src, batch.tgt_in)
 
 

@@ -95,9 +95,9 @@ class Trainer:
             if isinstance(module, Dropout):
                 module.reset_rng(step)  # this step's masks, whatever came before
         batch = self.task.make_batch(self.batch_pairs(step))
-        inputs = (batch.tgt_in,) if batch.src is None else (batch.src, batch.tgt_in)
         self.model.zero_grad()
-        loss = float(self.loss_fn.forward(self.model.forward(*inputs), batch.tgt_out))
+        logits = self.model.forward(*evaluation.model_inputs(batch))
+        loss = float(self.loss_fn.forward(logits, batch.tgt_out))
         self.model.backward(self.loss_fn.backward())
         norm = clip_grad_norm(self.model, self.config.clip_norm or None)
         if not (math.isfinite(loss) and math.isfinite(norm)):
