@@ -67,7 +67,7 @@ class ScaledDotProductAttention(Module):
 
     @staticmethod
     def _check_inputs(Q, K, V):
-        checks.check_array("Q", Q, min_ndim=2)
+        checks.check_array("Q", Q, min_ndim=2, floating=True)
         checks.check_array("K", K, ndim=Q.ndim, dtype=Q.dtype)
         checks.check_array("V", V, ndim=Q.ndim, dtype=Q.dtype)
         if K.shape[-1] != Q.shape[-1]:
@@ -83,3 +83,6 @@ class ScaledDotProductAttention(Module):
                 f"Q, K, V: expected the same leading (batch, head) axes, got shapes "
                 f"{tuple(Q.shape)}, {tuple(K.shape)}, {tuple(V.shape)}"
             )
+        for name, value in (("Q", Q), ("K", K), ("V", V)):
+            checks.check_nonempty(name, value)
+            checks.check_finite(name, value)

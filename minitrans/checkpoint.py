@@ -12,6 +12,7 @@ system is atomic, so a crash while saving leaves either the old checkpoint
 or the new one, never half of one.
 """
 
+import contextlib
 import json
 import os
 import tempfile
@@ -57,8 +58,12 @@ def load_checkpoint(path):
     not an ``.npz`` file, or not written by minitrans.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path}: is a directory, expected a checkpoint file")
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: checkpoint not found")
+    if not zipfile.is_zipfile(path):  # np.load would also read a .npy or a pickle
+        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not an .npz file)")
     try:
         with np.load(path, allow_pickle=False) as data:
             content = {name: data[name] for name in data.files}
@@ -69,7 +74,10 @@ def load_checkpoint(path):
     records, arrays = {}, {}
     for name, value in content.items():
         if name.startswith("json/"):
-            records[name[5:]] = json.loads(str(value))
+            try:
+                records[name[5:]] = json.loads(str(value))
+            except ValueError as error:
+                raise CheckpointError(f"{path}: record {name[5:]!r} is not valid JSON ({error})") from None
         else:
             arrays[name] = value
     return arrays, records
@@ -83,19 +91,45 @@ def require(path, mapping, names, what):
         raise CheckpointError(f"{path}: checkpoint is missing {what}: {shown}")
 
 
-def load_parameters(model, arrays, path):
-    """Copy ``param/<name>`` arrays into the model's parameters, in place.
+@contextlib.contextmanager
+def reading(path):
+    """Report a record that is there but malformed (a missing field, a wrong
+    type, a value out of range) as a CheckpointError naming the file."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except KeyError as error:
+        raise CheckpointError(f"{path}: malformed checkpoint, a record lacks the field {error}") from None
+    except (TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(f"{path}: malformed checkpoint ({error})") from None
 
-    Every parameter must be present with the model's shape: a checkpoint of
-    another configuration is refused, naming the first mismatch.
+
+def check_arrays(path, arrays, prefix, model, what):
+    """Every parameter of ``model`` has an array ``prefix + name`` in
+    ``arrays``, of the parameter's shape, floating-point and finite.
+
+    A checkpoint of another configuration is refused, naming the first
+    mismatch; so is one with NaN or infinite weights, which would only make
+    NaN outputs.
     """
     names = [name for name, _, _ in model.named_parameters()]
-    require(path, arrays, [f"param/{name}" for name in names], "parameters")
+    require(path, arrays, [prefix + name for name in names], what)
     for name, value, _ in model.named_parameters():
-        stored = arrays[f"param/{name}"]
+        stored = arrays[prefix + name]
         if stored.shape != value.shape:
             raise CheckpointError(
-                f"{path}: checkpoint of another model configuration: {name} has shape "
+                f"{path}: checkpoint of another model configuration: {prefix}{name} has shape "
                 f"{stored.shape}, the model expects {tuple(value.shape)}"
             )
-        value[...] = backend.to_device(stored, dtype=value.dtype)
+        if stored.dtype.kind != "f" or not np.isfinite(stored).all():
+            problem = f"dtype {stored.dtype}" if stored.dtype.kind != "f" else "NaN or infinite values"
+            raise CheckpointError(f"{path}: {prefix}{name} holds {problem}, expected finite floating-point numbers")
+
+
+def load_parameters(model, arrays, path):
+    """Copy ``param/<name>`` arrays into the model's parameters, in place,
+    after ``check_arrays``."""
+    check_arrays(path, arrays, "param/", model, "parameters")
+    for name, value, _ in model.named_parameters():
+        value[...] = backend.to_device(arrays[f"param/{name}"], dtype=value.dtype)

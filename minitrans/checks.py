@@ -15,11 +15,12 @@ def _describe(value):
     return type(value).__name__
 
 
-def check_array(name, value, ndim=None, min_ndim=None, last_dim=None, dtype=None):
+def check_array(name, value, ndim=None, min_ndim=None, last_dim=None, dtype=None, floating=False):
     """Check that ``value`` is an array of the current backend and its form.
 
     ``ndim``: exact rank; ``min_ndim``: lowest rank; ``last_dim``: size of the
-    feature axis; ``dtype``: the floating dtype it must have (the layer's).
+    feature axis; ``dtype``: the floating dtype it must have (the layer's);
+    ``floating``: any floating dtype will do, but not integers or booleans.
     """
     if not backend.is_array(value):
         raise TypeError(
@@ -45,6 +46,36 @@ def check_array(name, value, ndim=None, min_ndim=None, last_dim=None, dtype=None
             f"{name}: expected dtype {dtype} (the layer's dtype), got {value.dtype}; "
             "cast it, or build the layer under the dtype you want"
         )
+    if floating and value.dtype.kind != "f":
+        raise TypeError(f"{name}: expected a floating-point array, got dtype {value.dtype}")
+
+
+class NonFiniteError(ValueError):
+    """An array holds NaN or infinity where only finite numbers make sense."""
+
+
+def check_finite(name, value):
+    """No NaN and no infinity in ``value``, an array of the current backend.
+
+    Layers call this on their floating inputs, so that a NaN is reported
+    where it enters rather than silently spreading through every later
+    layer. It costs one pass over the array and, on a GPU, a wait for the
+    result (like the range check of token ids).
+    """
+    xp = backend.get_xp()
+    if bool(xp.isfinite(value).all()):
+        return
+    nan, inf = int(xp.isnan(value).sum()), int(xp.isinf(value).sum())
+    raise NonFiniteError(
+        f"{name}: expected finite numbers, got {nan} NaN and {inf} infinite "
+        f"of {value.size} values (shape {tuple(value.shape)})"
+    )
+
+
+def check_nonempty(name, value):
+    """At least one element along every axis (attention needs a key to attend to)."""
+    if value.size == 0:
+        raise ValueError(f"{name}: expected a non-empty array (no axis of size 0), got shape {tuple(value.shape)}")
 
 
 def check_token_ids(name, ids, vocab_size):

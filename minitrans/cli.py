@@ -25,18 +25,24 @@ class _UsageError(Exception):
     pass
 
 
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
+def _number(convert, expected, in_range):
+    """An argparse type: ``convert(text)`` (int or float), refused when
+    ``in_range`` does not hold. Text that is not a number at all gets
+    argparse's own "invalid int value: 'abc'", hence the name."""
+
+    def parse(text):
+        value = convert(text)
+        if not in_range(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        return value
+
+    parse.__name__ = convert.__name__
+    return parse
 
 
-def _probability(text):
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
-    return value
+_positive_int = _number(int, "a positive integer", lambda value: value >= 1)
+_non_negative_int = _number(int, "a non-negative integer", lambda value: value >= 0)
+_probability = _number(float, "a number in [0, 1)", lambda value: 0 <= value < 1)
 
 
 def _device(args):
@@ -60,7 +66,7 @@ def build_parser():
     train.add_argument("--lr-factor", type=float)
     train.add_argument("--eval-every", type=_positive_int)
     train.add_argument("--target", type=float, dest="target_exact_match", help="stop at this exact match (0-1)")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=_non_negative_int, default=0)
     train.add_argument("--d-model", type=_positive_int)
     train.add_argument("--heads", type=_positive_int, dest="h")
     train.add_argument("--layers", type=_positive_int, dest="N")
@@ -91,7 +97,7 @@ def build_parser():
     )
     check.add_argument("--backend", choices=backend.BACKENDS, default=None,
                        help="array backend (default: MINITRANS_BACKEND or numpy)")
-    check.add_argument("--seed", type=int, default=0, help="seed of inputs and weights (default 0)")
+    check.add_argument("--seed", type=_non_negative_int, default=0, help="seed of inputs and weights (default 0)")
     return parser
 
 

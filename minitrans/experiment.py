@@ -69,14 +69,17 @@ def resume_trainer(path, steps=None, **trainer_options):
     """A trainer restored from a checkpoint, ready to continue ``fit()``;
     ``steps`` raises the total number of steps."""
     arrays, records = checkpoint.load_checkpoint(path)
-    checkpoint.require(path, records, ["model_config", "train_config", "step", "history"], "records")
-    train_config = TrainConfig(**records["train_config"])
+    checkpoint.require(path, records, ["model_config", "train_config", "step", "optimizer_step", "history",
+                                       "evaluations"], "records")
+    with checkpoint.reading(path):
+        train_config = TrainConfig(**records["train_config"])
+        config = ModelConfig.from_dict(records["model_config"])
     if steps is not None:
         train_config = dataclasses.replace(train_config, steps=steps)
     task = build_task(train_config)
-    config = ModelConfig.from_dict(records["model_config"])
     trainer = Trainer(build_model(config, train_config.seed), task, train_config, **trainer_options)
-    trainer.restore(path, arrays, records)
+    with checkpoint.reading(path):
+        trainer.restore(path, arrays, records)
     trainer.checkpoint_path = str(path)
     return trainer
 
@@ -86,10 +89,14 @@ def load_trained(path):
     translate and evaluate."""
     arrays, records = checkpoint.load_checkpoint(path)
     checkpoint.require(path, records, ["model_config", "task", "vocab"], "records")
-    model = build_model(ModelConfig.from_dict(records["model_config"]))
-    checkpoint.load_parameters(model, arrays, path)
-    info = records["task"]
-    task = Task(name=info["name"], kind=info["kind"], tokenizer=Tokenizer(info["level"]),
-                vocab=Vocab.from_json(records["vocab"]), train=[], valid=[],
-                description=f"loaded from {path}")
+    with checkpoint.reading(path):
+        model = build_model(ModelConfig.from_dict(records["model_config"]))
+        checkpoint.load_parameters(model, arrays, path)
+        info = records["task"]
+        task = Task(name=info["name"], kind=info["kind"], tokenizer=Tokenizer(info["level"]),
+                    vocab=Vocab.from_json(records["vocab"]), train=[], valid=[],
+                    description=f"loaded from {path}")
+    if len(task.vocab) != model.config.vocab_size:
+        raise checkpoint.CheckpointError(f"{path}: the vocabulary has {len(task.vocab)} tokens, "
+                                         f"the model's vocab_size is {model.config.vocab_size}")
     return model.eval(), task

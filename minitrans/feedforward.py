@@ -38,6 +38,7 @@ class FeedForward(Module):
 
     def forward(self, x):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["W_1"].dtype)
+        checks.check_finite("x", x)
         xp = backend.get_xp()
         x_2d = x.reshape(-1, self.d_model)  # (N, d_model)
         hidden = xp.maximum(x_2d @ self.params["W_1"] + self.params["b_1"], 0.0)  # (N, d_ff)

@@ -40,7 +40,7 @@ class DecoderOnlyLM(Module):
         self.generator = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
 
     def forward(self, ids):
-        Transformer._check_ids(ids, "ids", self.config.vocab_size)
+        Transformer._check_ids(ids, "ids", self.config.vocab_size, self.config.max_len)
         mask = decoder_mask(ids, self.config.pad_id)  # (B, T, T)
         return self.generator.forward(self.decoder.forward(self.embed.forward(ids), self_mask=mask))
 

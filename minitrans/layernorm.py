@@ -40,6 +40,7 @@ class LayerNorm(Module):
 
     def forward(self, x):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["gamma"].dtype)
+        checks.check_finite("x", x)
         mu = x.mean(axis=-1, keepdims=True)
         centred = x - mu
         var = (centred * centred).mean(axis=-1, keepdims=True)

@@ -35,6 +35,7 @@ class Linear(Module):
 
     def forward(self, x):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_in, dtype=self.params["W"].dtype)
+        checks.check_finite("x", x)
         x_2d = x.reshape(-1, self.d_in)  # (N, d_in), N = product of leading axes
         y = x_2d @ self.params["W"]
         if "b" in self.params:

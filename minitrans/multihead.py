@@ -72,6 +72,8 @@ class MultiHeadAttention(Module):
     def forward(self, x, memory=None, mask=None):
         dtype = self.params["W_Q"].dtype
         checks.check_array("x", x, ndim=3, last_dim=self.d_model, dtype=dtype)
+        checks.check_nonempty("x", x)
+        checks.check_finite("x", x)
         is_self_attention = memory is None
         if is_self_attention:
             memory = x
@@ -81,6 +83,8 @@ class MultiHeadAttention(Module):
                 raise ValueError(
                     f"memory: expected batch size {x.shape[0]} (as x), got shape {tuple(memory.shape)}"
                 )
+            checks.check_nonempty("memory", memory)
+            checks.check_finite("memory", memory)
         batch, length_q, length_k = x.shape[0], x.shape[1], memory.shape[1]
         x_2d = x.reshape(-1, self.d_model)  # (B*T_q, d_model)
         memory_2d = memory.reshape(-1, self.d_model)  # (B*T_k, d_model)

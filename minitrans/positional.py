@@ -46,6 +46,7 @@ class PositionalEncoding(Module):
 
     def forward(self, x, offset=0):
         checks.check_array("x", x, min_ndim=2, last_dim=self.d_model, dtype=self.buffers["PE"].dtype)
+        checks.check_finite("x", x)
         length = x.shape[-2]
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset: expected a non-negative integer, got {offset!r}")

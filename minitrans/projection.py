@@ -46,6 +46,7 @@ class OutputProjection(Module):
 
     def forward(self, y):
         checks.check_array("y", y, min_ndim=1, last_dim=self.d_model, dtype=self.params["b"].dtype)
+        checks.check_finite("y", y)
         y_2d = y.reshape(-1, self.d_model)
         self.cache = (y_2d, y.shape)
         logits = y_2d @ self._weight() + self.params["b"]

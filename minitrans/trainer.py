@@ -13,10 +13,12 @@ losses of an uninterrupted run.
 
 import dataclasses
 import math
+import numbers
 import os
 import time
 
-from minitrans import backend, checkpoint, evaluation
+from minitrans import backend, checkpoint, checks, evaluation
+from minitrans.data import Tokenizer
 from minitrans.dropout import Dropout
 from minitrans.loss import LabelSmoothedCrossEntropy
 from minitrans.optim import Adam, clip_grad_norm, transformer_lr
@@ -52,13 +54,22 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        for name in ("lr_factor",):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}: expected a positive number, got {getattr(self, name)!r}")
-        if not 0 <= self.label_smoothing < 1:
-            raise ValueError(f"label_smoothing: expected a number in [0, 1), got {self.label_smoothing!r}")
-        if self.clip_norm < 0 or self.weight_decay < 0:
-            raise ValueError("clip_norm, weight_decay: expected numbers >= 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed: expected a non-negative integer, got {self.seed!r}")
+        if self.level not in Tokenizer.LEVELS:
+            raise ValueError(f"level: expected one of {Tokenizer.LEVELS}, got {self.level!r}")
+        _check_number("lr_factor", self.lr_factor, "a finite positive number", lambda v: 0 < v < math.inf)
+        _check_number("label_smoothing", self.label_smoothing, "a number in [0, 1)", lambda v: 0 <= v < 1)
+        _check_number("clip_norm", self.clip_norm, "a finite number >= 0", lambda v: 0 <= v < math.inf)
+        _check_number("weight_decay", self.weight_decay, "a finite number >= 0", lambda v: 0 <= v < math.inf)
+        _check_number("target_exact_match", self.target_exact_match, "a number >= 0 (above 1: never stop early)",
+                      lambda v: v >= 0)
+
+
+def _check_number(name, value, expected, in_range):
+    """A real number (not a bool) for which ``in_range`` holds; NaN never does."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not in_range(value):
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")
 
 
 class Trainer:
@@ -96,7 +107,11 @@ class Trainer:
                 module.reset_rng(step)  # this step's masks, whatever came before
         batch = self.task.make_batch(self.batch_pairs(step))
         self.model.zero_grad()
-        logits = self.model.forward(*evaluation.model_inputs(batch))
+        try:
+            logits = self.model.forward(*evaluation.model_inputs(batch))
+        except checks.NonFiniteError as error:  # a layer met NaN or infinity inside the model
+            raise TrainingError(f"step {step}: inside the model, {error}; training stopped, "
+                                f"the last good checkpoint is {self._last_good()}") from None
         loss = float(self.loss_fn.forward(logits, batch.tgt_out))
         self.model.backward(self.loss_fn.backward())
         norm = clip_grad_norm(self.model, self.config.clip_norm or None)
@@ -204,6 +219,9 @@ class Trainer:
     def restore(self, path, arrays, records):
         """Load what ``save`` wrote into this trainer (same model shapes)."""
         checkpoint.load_parameters(self.model, arrays, path)
+        if records["optimizer_step"] > 0:  # Adam's moments exist for every parameter after one step
+            for moment in ("m", "v"):
+                checkpoint.check_arrays(path, arrays, f"optim/{moment}/", self.model, "optimizer state")
         state = {k[len("optim/"):]: backend.to_device(v) for k, v in arrays.items() if k.startswith("optim/")}
         self.optimizer.load_state_dict({"step": records["optimizer_step"], **state})
         self.step = int(records["step"])

@@ -53,8 +53,8 @@ class Transformer(Module):
     # ------------------------------------------------------------ training
 
     def forward(self, src, tgt_in):
-        self._check_ids(src, "src", self.config.source_vocab_size)
-        self._check_ids(tgt_in, "tgt_in", self.config.vocab_size)
+        self._check_ids(src, "src", self.config.source_vocab_size, self.config.max_len)
+        self._check_ids(tgt_in, "tgt_in", self.config.vocab_size, self.config.max_len)
         if src.shape[0] != tgt_in.shape[0]:
             raise ValueError(f"tgt_in: expected batch size {src.shape[0]} (as src), got {tgt_in.shape[0]}")
         memory, src_mask = self.encode(src)
@@ -79,7 +79,7 @@ class Transformer(Module):
 
     def start(self, src):
         """Encode ``src`` once and return the state that ``step`` extends."""
-        self._check_ids(src, "src", self.config.source_vocab_size)
+        self._check_ids(src, "src", self.config.source_vocab_size, self.config.max_len)
         memory, src_mask = self.encode(src)
         memory_kvs = [layer.cross_attn.sublayer.keys_values(memory) for layer in self.decoder.layers]
         caches = [self._new_cache(src.shape[0], memory.dtype) for _ in self.decoder.layers]
@@ -115,7 +115,12 @@ class Transformer(Module):
         return KVCache(batch, c.h, c.d_model // c.h, c.max_len, dtype)
 
     @staticmethod
-    def _check_ids(ids, name, vocab_size):
+    def _check_ids(ids, name, vocab_size, max_len):
+        """(B, T) token ids, B >= 1 and 1 <= T <= max_len, each in [0, vocab_size)."""
+        checks.check_token_ids(name, ids, vocab_size)
         checks.check_array(name, ids, ndim=2)
         if ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(f"{name}: expected at least one sequence of at least one token, got shape {tuple(ids.shape)}")
+        if ids.shape[1] > max_len:
+            raise ValueError(f"{name}: expected sequences of at most max_len={max_len} tokens, "
+                             f"got shape {tuple(ids.shape)}")

@@ -1,0 +1,519 @@
+"""A catalogue of bad inputs, each met by a clear error.
+
+Every case provokes one mistake a user can make (a wrong shape, a token id
+out of range, a broken file, a flag out of range) and lists what the error
+message must say: the argument or file (and line), what was expected and
+what was given. ``test_bad_input_gives_a_clear_error`` walks the catalogue
+on every backend; ``test_bad_command_line_gives_one_line_and_a_non_zero_exit``
+runs ``python -m minitrans`` on the command-line catalogue and wants one line
+on stderr, a non-zero exit and no traceback; the last two tests check that a
+failed command or load never overwrites, removes or adds a file.
+
+To add a case, append a ``case(...)`` or ``cli(...)`` line with an id.
+"""
+
+import functools
+import json
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+import minitrans
+from helpers import assert_names
+from minitrans import backend, decoding, experiment
+from minitrans.attention import ScaledDotProductAttention
+from minitrans.checkpoint import CheckpointError, load_checkpoint, load_parameters
+from minitrans.checks import NonFiniteError
+from minitrans.config import ModelConfig
+from minitrans.data import DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
+from minitrans.embedding import Embedding
+from minitrans.feedforward import FeedForward
+from minitrans.language_model import DecoderOnlyLM
+from minitrans.layernorm import LayerNorm
+from minitrans.linear import Linear
+from minitrans.loss import LabelSmoothedCrossEntropy
+from minitrans.multihead import MultiHeadAttention
+from minitrans.positional import PositionalEncoding
+from minitrans.tasks import load_task
+from minitrans.trainer import TrainConfig, TrainingError
+from minitrans.transformer import Transformer
+
+TINY = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.0}
+TINY_FLAGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--no-progress"]
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def floats(*shape, dtype=None, first=None):
+    """An array of ones on the current backend (default dtype); ``first``
+    replaces its first element (NaN, infinity)."""
+    host = np.ones(shape)
+    if first is not None:
+        host.flat[0] = first
+    return backend.to_device(host, dtype=dtype or backend.get_dtype())
+
+
+def ints(*shape, value=1):
+    return backend.to_device(np.full(shape, value, dtype=np.int64))
+
+
+def ids(rows):
+    return backend.to_device(np.array(rows, dtype=np.int64))
+
+
+def mask(*shape, dtype=bool):
+    return backend.to_device(np.ones(shape, dtype=dtype))
+
+
+def model(**sizes):
+    """The "tiny" encoder-decoder: d_model 8, 2 heads, vocabulary 7, max_len 8."""
+    return Transformer(ModelConfig.preset("tiny", vocab_size=7, max_len=8, **sizes), rng=0)
+
+
+def language_model():
+    return DecoderOnlyLM(ModelConfig.preset("tiny", vocab_size=7, max_len=8, decoder_only=True), rng=0)
+
+
+# ------------------------------------------------------------------- files
+
+
+@functools.lru_cache(maxsize=None)
+def checkpoint_bytes():
+    """A real checkpoint: a tiny copy model after one training step."""
+    with tempfile.TemporaryDirectory() as folder, minitrans.using("numpy", dtype="float32"):
+        config = TrainConfig(task="copy", steps=1, batch_size=4, warmup=1, eval_every=1, eval_pairs=2,
+                             out_dir=folder)
+        trainer = experiment.new_trainer(config, TINY, progress=False, log=lambda message: None)
+        trainer.train_step()
+        trainer.save(trainer.checkpoint_path)
+        return pathlib.Path(trainer.checkpoint_path).read_bytes()
+
+
+class Files:
+    """Good and bad files for a case, in the test's own temporary folder."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def write(self, name, content):
+        path = self.folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        return path
+
+    def checkpoint(self, name="checkpoint.npz", change=None):
+        """A real checkpoint, or one that ``change(entries)`` has spoilt."""
+        path = self.write(name, checkpoint_bytes())
+        if change is not None:
+            with np.load(path) as stored:
+                entries = {key: stored[key] for key in stored.files}
+            change(entries)
+            np.savez(path, **entries)
+        return path
+
+    def truncated(self, name="truncated.npz"):
+        good = checkpoint_bytes()
+        return self.write(name, good[: len(good) // 2])
+
+
+def without(prefix):
+    """Drop every entry whose name starts with ``prefix``."""
+
+    def change(entries):
+        for key in [key for key in entries if key.startswith(prefix)]:
+            del entries[key]
+
+    return change
+
+
+def record(name, value=None, text=None):
+    """Replace the JSON record ``name`` by ``value`` (or by raw ``text``)."""
+
+    def change(entries):
+        entries[f"json/{name}"] = np.array(json.dumps(value) if text is None else text)
+
+    return change
+
+
+def nan_weight(entries):
+    entries["param/generator.W"] = np.full_like(entries["param/generator.W"], np.nan)
+
+
+def loaded_arrays(files):
+    arrays, _ = load_checkpoint(files.checkpoint())
+    return arrays
+
+
+def nan_inside_the_model(files):
+    """A NaN weight deep in the encoder: the trainer stops with its own error."""
+    config = TrainConfig(task="copy", steps=2, batch_size=4, warmup=1, eval_every=2, eval_pairs=2,
+                         out_dir=str(files.folder / "run"))
+    trainer = experiment.new_trainer(config, TINY, progress=False, log=lambda message: None)
+    weights = {name: value for name, value, _ in trainer.model.named_parameters()}
+    weights["encoder.layers.0.self_attn.sublayer.W_Q"][0, 0] = float("nan")
+    trainer.train_step()
+
+
+# --------------------------------------------------------------- catalogue
+
+
+def case(provoke, error, *fragments, id):
+    """``provoke(files)`` must raise ``error`` whose message names every
+    fragment as a whole word."""
+    return pytest.param(provoke, error, fragments, id=id)
+
+
+NAN, INF = float("nan"), float("inf")
+
+CATALOGUE = [
+    # ---- layers: shapes, ranks, dtypes, values
+    case(lambda f: Linear(4, 3).forward(floats(2, 5)), ValueError, "x", "last dimension 4", "(2, 5)",
+         id="linear-wrong-width"),
+    case(lambda f: Linear(4, 3).forward(floats()), ValueError, "x", "rank at least 1", "()", id="linear-scalar"),
+    case(lambda f: Linear(4, 3).forward(floats(2, 4, dtype="float64")), TypeError, "x", "float32", "float64",
+         id="linear-float64-into-float32"),
+    case(lambda f: Linear(4, 3).forward([[1.0, 2.0, 3.0, 4.0]]), TypeError, "x", "list", "minitrans.to_device",
+         id="linear-list-not-array"),
+    case(lambda f: Linear(4, 3).forward(floats(2, 4, first=NAN)), NonFiniteError, "x", "finite", "1 NaN", "(2, 4)",
+         id="linear-nan"),
+    case(lambda f: LayerNorm(4).forward(floats(2, 3, 5)), ValueError, "x", "last dimension 4", "(2, 3, 5)",
+         id="layernorm-wrong-width"),
+    case(lambda f: LayerNorm(4).forward(ints(2, 4)), TypeError, "x", "float32", "int64", id="layernorm-int-input"),
+    case(lambda f: LayerNorm(4).forward(floats(2, 4, first=INF)), NonFiniteError, "x", "finite", "1 infinite",
+         id="layernorm-inf"),
+    case(lambda f: FeedForward(4, 8).forward(floats(1, 2, 4, first=NAN)), NonFiniteError, "x", "1 NaN",
+         id="feedforward-nan"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(3, 8)), ValueError, "x", "rank 3", "(3, 8)",
+         id="attention-x-rank-2"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(2, 3, 8), floats(2, 4, 6)), ValueError,
+         "memory", "last dimension 8", "(2, 4, 6)", id="attention-memory-wrong-width"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(2, 3, 8), floats(3, 4, 8)), ValueError,
+         "memory", "batch size 2", "(3, 4, 8)", id="attention-memory-other-batch"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(2, 3, 8), floats(2, 4, 8, dtype="float64")), TypeError,
+         "memory", "float32", "float64", id="attention-memory-float64"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(2, 3, 8), floats(2, 4, 8, first=NAN)), NonFiniteError,
+         "memory", "1 NaN", id="attention-memory-nan"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(0, 3, 8)), ValueError, "x", "non-empty", "(0, 3, 8)",
+         id="attention-empty-batch"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(2, 3, 8), floats(2, 0, 8)), ValueError,
+         "memory", "non-empty", "(2, 0, 8)", id="attention-empty-memory"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(2, 3, 8), mask=mask(2, 4, 4)), ValueError,
+         "mask", "(2, 3, 3)", "(2, 4, 4)", id="attention-mask-does-not-broadcast"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(2, 3, 8), mask=mask(2, 3, 3, dtype=np.int64)), TypeError,
+         "mask", "boolean", "int64", id="attention-mask-not-boolean"),
+    case(lambda f: MultiHeadAttention(8, 2).forward(floats(2, 3, 8), mask=mask(2, 3, 3, 3)), ValueError,
+         "mask", "(2, 2, 3, 3)", "(2, 3, 3, 3)", id="attention-mask-wrong-heads"),
+    case(lambda f: MultiHeadAttention(8, 3), ValueError, "h", "d_model=8", "h=3", id="attention-heads-do-not-divide"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(2, 3, 4), floats(2, 3, 5), floats(2, 3, 4)),
+         ValueError, "K", "d_k=4", "(2, 3, 5)", id="sdpa-K-wrong-width"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(2, 3, 4), floats(2, 3, 4), floats(2, 5, 4)),
+         ValueError, "V", "3 positions", "(2, 5, 4)", id="sdpa-V-wrong-length"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(4), floats(4), floats(4)), ValueError,
+         "Q", "rank at least 2", "(4,)", id="sdpa-rank-1"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(2, 3, 4), floats(2, 3, 4, dtype="float64"),
+                                                       floats(2, 3, 4)),
+         TypeError, "K", "float32", "float64", id="sdpa-K-other-dtype"),
+    case(lambda f: ScaledDotProductAttention().forward(ints(2, 3, 4), ints(2, 3, 4), ints(2, 3, 4)), TypeError,
+         "Q", "floating-point", "int64", id="sdpa-integer-inputs"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(2, 3, 4), floats(3, 3, 4), floats(3, 3, 4)),
+         ValueError, "Q, K, V", "(2, 3, 4)", "(3, 3, 4)", id="sdpa-other-batch"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(2, 3, 4), floats(2, 0, 4), floats(2, 0, 4)),
+         ValueError, "K", "non-empty", "(2, 0, 4)", id="sdpa-no-keys"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(2, 3, 4), floats(2, 3, 4), floats(2, 3, 4, first=NAN)),
+         NonFiniteError, "V", "1 NaN", id="sdpa-V-nan"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(2, 3, 4), floats(2, 3, 4), floats(2, 3, 4),
+                                                       mask=mask(2, 3, 3, dtype=np.float64)),
+         TypeError, "mask", "boolean", "float64", id="sdpa-mask-float"),
+    case(lambda f: ScaledDotProductAttention().forward(floats(2, 3, 4), floats(2, 3, 4), floats(2, 3, 4),
+                                                       mask=mask(2, 3, 5)),
+         ValueError, "mask", "(2, 3, 3)", "(2, 3, 5)", id="sdpa-mask-does-not-broadcast"),
+    case(lambda f: PositionalEncoding(8, max_len=5).forward(floats(1, 6, 8)), ValueError,
+         "x", "length 6", "max_len=5", id="positional-too-long"),
+    case(lambda f: PositionalEncoding(8, max_len=5).forward(floats(1, 3, 8), offset=3), ValueError,
+         "x", "length 3", "position 3", "max_len=5", id="positional-offset-past-the-end"),
+    case(lambda f: PositionalEncoding(8, max_len=5).forward(floats(1, 3, 8), offset=-1), ValueError,
+         "offset", "non-negative integer", "-1", id="positional-negative-offset"),
+    case(lambda f: Embedding(5, 4).forward(ids([[0, 5]])), ValueError, "ids", "[0, 5)", "5",
+         id="embedding-id-too-large"),
+    case(lambda f: Embedding(5, 4).forward(ids([[-1, 0]])), ValueError, "ids", "[0, 5)", "-1",
+         id="embedding-negative-id"),
+    case(lambda f: Embedding(5, 4).forward(floats(2, 3)), TypeError, "ids", "integer", "float32",
+         id="embedding-float-ids"),
+    case(lambda f: LabelSmoothedCrossEntropy(0.1).forward(floats(2, 5), ids([0, 1, 2])), ValueError,
+         "targets", "(2,)", "(3,)", id="loss-targets-other-shape"),
+    # ---- the model
+    case(lambda f: model().forward(ints(2, 9), ints(2, 3)), ValueError, "src", "max_len=8", "(2, 9)",
+         id="model-source-longer-than-max-len"),
+    case(lambda f: model().forward(ints(2, 3), ints(2, 9)), ValueError, "tgt_in", "max_len=8", "(2, 9)",
+         id="model-target-longer-than-max-len"),
+    case(lambda f: language_model().forward(ints(2, 9)), ValueError, "ids", "max_len=8", "(2, 9)",
+         id="lm-longer-than-max-len"),
+    case(lambda f: model().forward(ints(0, 3), ints(0, 3)), ValueError, "src", "at least one sequence", "(0, 3)",
+         id="model-empty-batch"),
+    case(lambda f: model().forward(ints(2, 0), ints(2, 3)), ValueError, "src", "at least one token", "(2, 0)",
+         id="model-empty-sequences"),
+    case(lambda f: language_model().forward(ints(0, 4)), ValueError, "ids", "(0, 4)", id="lm-empty-batch"),
+    case(lambda f: model().forward(ints(2, 3), ints(3, 3)), ValueError, "tgt_in", "batch size 2", "3",
+         id="model-batches-differ"),
+    case(lambda f: model().forward(ints(2, 3), ints(2, 3, value=7)), ValueError, "tgt_in", "[0, 7)", "7",
+         id="model-id-out-of-range"),
+    case(lambda f: model().forward(ints(2, 3, value=-1), ints(2, 3)), ValueError, "src", "[0, 7)", "-1",
+         id="model-negative-id"),
+    case(lambda f: model().forward(floats(2, 3), ints(2, 3)), TypeError, "src", "integer", "float32",
+         id="model-float-ids"),
+    case(lambda f: model().forward(ints(3), ints(2, 3)), ValueError, "src", "rank 2", "(3,)", id="model-ids-rank-1"),
+    case(lambda f: Transformer(ModelConfig.preset("tiny", vocab_size=7, decoder_only=True)), TypeError,
+         "config", "encoder-decoder", id="model-decoder-only-config"),
+    case(lambda f: decoding.greedy(model(), ints(1, 3), max_len=20), ValueError, "max_len", "8 positions", "20",
+         id="greedy-longer-than-the-model"),
+    case(lambda f: decoding.beam_search(model(), ints(1, 3), beam_size=0), ValueError,
+         "beam_size", "positive integer", "0", id="beam-size-0"),
+    # ---- configurations, backends, tasks
+    case(lambda f: ModelConfig(vocab_size=7, d_model=10, h=3), ValueError, "h", "d_model=10", "h=3",
+         id="config-heads-do-not-divide"),
+    case(lambda f: ModelConfig(vocab_size=0), ValueError, "vocab_size", "positive integer", "0",
+         id="config-vocab-size-0"),
+    case(lambda f: ModelConfig(vocab_size=7, d_model="64"), ValueError, "d_model", "positive integer", "'64'",
+         id="config-d-model-string"),
+    case(lambda f: ModelConfig(vocab_size=7, dropout=1.0), ValueError, "dropout", "[0, 1)", "1.0",
+         id="config-dropout-1"),
+    case(lambda f: ModelConfig(vocab_size=7, pad_id=7), ValueError, "pad_id", "7", id="config-pad-id-outside"),
+    case(lambda f: ModelConfig.from_dict({"vocab_size": 7, "colour": "red"}), ValueError, "config", "colour",
+         id="config-unknown-field"),
+    case(lambda f: ModelConfig.preset("huge", vocab_size=7), ValueError, "preset", "'huge'", "base",
+         id="config-unknown-preset"),
+    case(lambda f: TrainConfig(steps=0), ValueError, "steps", "positive integer", "0", id="train-steps-0"),
+    case(lambda f: TrainConfig(batch_size=-1), ValueError, "batch_size", "positive integer", "-1",
+         id="train-batch-size-negative"),
+    case(lambda f: TrainConfig(lr_factor=math.inf), ValueError, "lr_factor", "finite positive number", "inf",
+         id="train-lr-factor-inf"),
+    case(lambda f: TrainConfig(label_smoothing="0.1"), ValueError, "label_smoothing", "[0, 1)", "'0.1'",
+         id="train-label-smoothing-string"),
+    case(lambda f: TrainConfig(clip_norm=-1.0), ValueError, "clip_norm", ">= 0", "-1.0", id="train-clip-negative"),
+    case(lambda f: TrainConfig(target_exact_match=math.nan), ValueError, "target_exact_match", "nan",
+         id="train-target-nan"),
+    case(lambda f: TrainConfig(level="byte"), ValueError, "level", "'byte'", "'word'", id="train-unknown-level"),
+    case(lambda f: TrainConfig(seed=-1), ValueError, "seed", "non-negative integer", "-1", id="train-negative-seed"),
+    case(lambda f: minitrans.use("tpu"), ValueError, "backend", "'tpu'", "'numpy'", id="unknown-backend"),
+    case(lambda f: minitrans.use(dtype="float16"), ValueError, "dtype", "float16", "'float32'", id="unknown-dtype"),
+    case(lambda f: load_task("sort"), ValueError, "task", "'sort'", "'copy'", id="unknown-task"),
+    case(lambda f: experiment.new_trainer(TrainConfig(task="sort")), ValueError, "task", "'sort'",
+         id="trainer-unknown-task"),
+    case(nan_inside_the_model, TrainingError, "step 1", "inside the model", "Q", "NaN", "last good checkpoint",
+         id="trainer-nan-weight-inside-the-model"),
+    # ---- data
+    case(lambda f: read_tsv(f.write("bad.tsv", "a\tb\nno tab here\n")), DataError,
+         "bad.tsv", "line 2", "no tab", id="tsv-missing-tab"),
+    case(lambda f: read_tsv(f.write("bad.tsv", "a\tb\tc\n")), DataError, "bad.tsv", "line 1", "2 tabs",
+         id="tsv-two-tabs"),
+    case(lambda f: read_tsv(f.write("bad.tsv", "a\tb\nc\t \n")), DataError, "bad.tsv", "line 2", "empty target",
+         id="tsv-empty-side"),
+    case(lambda f: read_tsv(f.write("empty.tsv", "")), DataError, "empty.tsv", "no source<TAB>target pairs",
+         id="tsv-empty-file"),
+    case(lambda f: read_tsv(f.write("latin1.tsv", "a\tb\ncaf\xe9\tx\n".encode("latin-1"))), DataError,
+         "latin1.tsv", "line 2", "invalid UTF-8", "0xe9", id="tsv-invalid-utf8"),
+    case(lambda f: read_tsv(f.folder / "missing.tsv"), DataError, "missing.tsv", "not found", id="tsv-missing-file"),
+    case(lambda f: read_tsv(f.folder), DataError, "directory", id="tsv-directory"),
+    case(lambda f: Vocab(["a"]).decode([9]), DataError, "ids", "9", "5 tokens", id="vocab-id-outside"),
+    case(lambda f: make_seq2seq_batch([]), DataError, "pairs", "none", id="batch-of-nothing"),
+    case(lambda f: Tokenizer("byte"), ValueError, "level", "'byte'", id="tokenizer-unknown-level"),
+    # ---- checkpoints
+    case(lambda f: load_checkpoint(f.truncated()), CheckpointError, "truncated.npz", "not a readable checkpoint",
+         id="checkpoint-truncated"),
+    case(lambda f: load_checkpoint(f.write("notes.txt", "hello")), CheckpointError, "notes.txt",
+         "not a readable checkpoint", id="checkpoint-text-file"),
+    case(lambda f: load_checkpoint(f.write("weights.npy", npy_bytes())), CheckpointError,
+         "weights.npy", "not a readable checkpoint", id="checkpoint-npy-file"),
+    case(lambda f: load_checkpoint(f.checkpoint("foreign.npz", without("format"))), CheckpointError,
+         "foreign.npz", "not a minitrans checkpoint", id="checkpoint-foreign-npz"),
+    case(lambda f: load_checkpoint(f.folder / "nothing.npz"), CheckpointError, "nothing.npz", "not found",
+         id="checkpoint-missing-file"),
+    case(lambda f: load_checkpoint(f.folder), CheckpointError, "directory", id="checkpoint-directory"),
+    case(lambda f: load_checkpoint(f.checkpoint("json.npz", record("step", text="{not json"))), CheckpointError,
+         "json.npz", "'step'", "not valid JSON", id="checkpoint-record-not-json"),
+    case(lambda f: load_parameters(model(), loaded_arrays(f), "copy.npz"), CheckpointError,
+         "copy.npz", "another model configuration", "the model expects", id="checkpoint-of-another-config"),
+    case(lambda f: experiment.load_trained(f.checkpoint("partial.npz", without("param/generator.b"))),
+         CheckpointError, "partial.npz", "missing parameters", "param/generator.b", id="checkpoint-missing-array"),
+    case(lambda f: experiment.load_trained(f.checkpoint("nan.npz", nan_weight)), CheckpointError,
+         "nan.npz", "param/generator.W", "NaN or infinite", id="checkpoint-nan-weights"),
+    case(lambda f: experiment.resume_trainer(f.checkpoint("no-adam.npz", without("optim/")), progress=False),
+         CheckpointError, "no-adam.npz", "missing optimizer state", id="checkpoint-missing-optimizer-state"),
+    case(lambda f: experiment.resume_trainer(f.checkpoint("old.npz", without("json/history")), progress=False),
+         CheckpointError, "old.npz", "missing records", "history", id="checkpoint-missing-record"),
+    case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", record("task", {}))), CheckpointError,
+         "odd.npz", "malformed checkpoint", "'name'", id="checkpoint-malformed-record"),
+    case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", record("model_config", {"vocab_size": 14, "h": 3,
+                                                                                          "d_model": 16}))),
+         CheckpointError, "odd.npz", "h", "d_model=16", "h=3", id="checkpoint-impossible-config"),
+    case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", record("vocab", Vocab(list("012")).to_json()))),
+         CheckpointError, "odd.npz", "7 tokens", "vocab_size is 14", id="checkpoint-vocabulary-of-another-model"),
+]
+
+
+def npy_bytes():
+    """A plain .npy file: np.load reads it, but it is no checkpoint."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = pathlib.Path(folder) / "array.npy"
+        np.save(path, np.ones(3))
+        return path.read_bytes()
+
+
+def test_the_catalogue_is_long_and_its_ids_unique():
+    ids = [param.id for param in CATALOGUE]
+    assert len(ids) >= 30 and len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("provoke, error, fragments", CATALOGUE)
+def test_bad_input_gives_a_clear_error(backend_name, tmp_path, provoke, error, fragments):
+    with pytest.raises(error) as info:
+        provoke(Files(tmp_path))
+    assert "\n" not in str(info.value), str(info.value)
+    assert_names(info, *fragments)
+
+
+# ------------------------------------------------------------ command line
+
+
+def run_cli(args, env=None):
+    environment = {key: value for key, value in os.environ.items() if key != "MINITRANS_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "minitrans", *map(str, args)], capture_output=True, text=True,
+                          env={**environment, **(env or {})}, timeout=300)
+
+
+def train(files, *args):
+    """``minitrans train`` with small, quick settings that ``args`` override
+    (the last value of a flag wins), writing only into ``files.folder/run``."""
+    return ["train", "--steps", "1", "--eval-every", "1", "--out", files.folder / "run", *TINY_FLAGS, *args]
+
+
+def cli(make_args, *fragments, env=None, id):
+    """``minitrans *make_args(files)`` must fail with one stderr line that
+    names every fragment as a whole word."""
+    return pytest.param(make_args, fragments, env, id=id)
+
+
+CLI_CATALOGUE = [
+    cli(lambda f: train(f, "sort"), "task", "invalid choice", "'sort'", id="unknown-task"),
+    cli(lambda f: train(f, "copy", "--steps", "0"), "--steps", "positive integer", "0", id="steps-0"),
+    cli(lambda f: train(f, "copy", "--steps", "many"), "--steps", "invalid int value", "'many'",
+        id="steps-not-a-number"),
+    cli(lambda f: train(f, "copy", "--dropout", "1.5"), "--dropout", "[0, 1)", "1.5", id="dropout-1.5"),
+    cli(lambda f: train(f, "copy", "--batch-size", "-1"), "--batch-size", "positive integer", "-1",
+        id="batch-size-negative"),
+    cli(lambda f: train(f, "copy", "--device", "tpu"), "--device", "'tpu'", "'gpu'", id="device-tpu"),
+    cli(lambda f: train(f, "copy", "--seed", "-1"), "--seed", "non-negative integer", "-1", id="seed-negative"),
+    cli(lambda f: train(f, "copy", "--heads", "3"), "h", "d_model=16", "h=3", id="heads-do-not-divide"),
+    cli(lambda f: train(f, "copy", "--lr-factor", "inf"), "lr_factor", "inf", id="lr-factor-inf"),
+    cli(lambda f: train(f, "copy", "--target", "-0.5"), "target_exact_match", "-0.5", id="target-negative"),
+    cli(lambda f: train(f, "translate", "--data", f.folder / "missing.tsv"), "missing.tsv", "not found",
+        id="data-missing"),
+    cli(lambda f: train(f, "translate", "--data", f.write("bad.tsv", "a\tb\nno tab\n")), "bad.tsv", "line 2", "no tab",
+        id="data-missing-tab"),
+    cli(lambda f: train(f, "translate", "--data", f.write("empty.tsv", "")), "empty.tsv", "no source<TAB>target pairs",
+        id="data-empty"),
+    cli(lambda f: train(f, "translate", "--data", f.write("latin1.tsv", b"caf\xe9\tx\n")), "latin1.tsv", "line 1",
+        "invalid UTF-8", id="data-invalid-utf8"),
+    cli(lambda f: train(f, "copy", "--resume", f.truncated()), "truncated.npz", "not a readable checkpoint",
+        id="resume-truncated"),
+    cli(lambda f: train(f, "copy", "--resume", f.checkpoint("no-adam.npz", without("optim/"))), "no-adam.npz",
+        "missing optimizer state", id="resume-missing-optimizer-state"),
+    cli(lambda f: ["translate", "--checkpoint", f.checkpoint(), "--beam", "0", "12"], "--beam", "positive integer",
+        "0", id="beam-0"),
+    cli(lambda f: ["translate", "--checkpoint", f.folder / "none.npz", "12"], "none.npz", "not found",
+        id="translate-missing-checkpoint"),
+    cli(lambda f: ["translate", "--checkpoint", f.write("notes.txt", "hello"), "12"], "notes.txt",
+        "not a readable checkpoint", id="translate-not-a-checkpoint"),
+    cli(lambda f: ["translate", "--checkpoint", f.checkpoint("nan.npz", nan_weight), "12"], "nan.npz",
+        "param/generator.W", "NaN or infinite", id="translate-nan-weights"),
+    cli(lambda f: ["translate", "--checkpoint", f.checkpoint("odd.npz", record("task", {})), "12"], "odd.npz",
+        "malformed checkpoint", id="translate-malformed-record"),
+    cli(lambda f: ["evaluate", "--checkpoint", f.checkpoint(), "--data", f.write("bad.tsv", "0\t0\n1 2\n")],
+        "bad.tsv", "line 2", "no tab", id="evaluate-bad-data"),
+    cli(lambda f: ["gradcheck", "--backend", "tpu"], "--backend", "'tpu'", "'numpy'", id="gradcheck-unknown-backend"),
+    cli(lambda f: train(f, "copy"), "MINITRANS_BACKEND", "'tpu'", "'numpy'", env={"MINITRANS_BACKEND": "tpu"},
+        id="environment-unknown-backend"),
+    cli(lambda f: ["gradcheck"], "MINITRANS_DTYPE", "'float16'", "'float32'", env={"MINITRANS_DTYPE": "float16"},
+        id="environment-unknown-dtype"),
+]
+
+
+@pytest.mark.parametrize("make_args, fragments, env", CLI_CATALOGUE)
+def test_bad_command_line_gives_one_line_and_a_non_zero_exit(tmp_path, make_args, fragments, env):
+    result = run_cli(make_args(Files(tmp_path)), env)
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout == ""
+    for fragment in fragments:
+        assert re.search(rf"(?<![\w]){re.escape(fragment)}(?![\w])", lines[0]), (fragment, lines[0])
+    assert not (tmp_path / "run").exists()  # nothing trained, nothing written
+
+
+# ------------------------------------------------------- nothing is lost
+
+
+def snapshot(folder):
+    """Every file under ``folder`` and its bytes."""
+    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_a_failed_command_overwrites_removes_and_adds_nothing(tmp_path):
+    files = Files(tmp_path)
+    out = tmp_path / "run"
+    good = files.checkpoint("run/checkpoint.npz")
+    bad_data = files.write("bad.tsv", "a\tb\nno tab\n")
+    truncated = files.truncated()
+    no_adam = files.checkpoint("no-adam.npz", without("optim/"))
+    before = snapshot(tmp_path)
+    commands = [
+        ["train", "copy", "--out", out, "--steps", "0"],  # refused by the argument parser
+        ["train", "copy", "--out", out, *TINY_FLAGS, "--heads", "3"],  # by the model's config
+        ["train", "copy", "--out", out, *TINY_FLAGS, "--target", "-1"],  # by the training config
+        ["train", "translate", "--out", out, *TINY_FLAGS, "--data", bad_data],  # by the data
+        ["train", "copy", "--resume", truncated, "--no-progress"],  # by the checkpoint
+        ["train", "copy", "--resume", no_adam, "--no-progress"],
+        ["translate", "--checkpoint", truncated, "12"],
+        ["evaluate", "--checkpoint", good, "--data", bad_data],
+    ]
+    for command in commands:
+        result = run_cli(command)
+        assert result.returncode != 0, (command, result.stdout)
+        assert snapshot(tmp_path) == before, command
+
+
+def load_trained(path):
+    return experiment.load_trained(path)
+
+
+def resume(path):
+    return experiment.resume_trainer(path, steps=5, progress=False, log=lambda message: None)
+
+
+SPOILT = [
+    pytest.param(lambda files: files.truncated(), (load_trained, resume), id="truncated"),
+    pytest.param(lambda files: files.checkpoint("nan.npz", nan_weight), (load_trained, resume), id="nan-weights"),
+    pytest.param(lambda files: files.checkpoint("odd.npz", record("model_config", {"vocab_size": 14, "h": 3})),
+                 (load_trained, resume), id="impossible-config"),
+    pytest.param(lambda files: files.checkpoint("no-adam.npz", without("optim/")), (resume,),
+                 id="missing-optimizer-state"),  # translating needs no optimizer
+]
+
+
+@pytest.mark.parametrize("spoil, loaders", SPOILT)
+def test_a_failed_load_leaves_the_file_as_it_was(tmp_path, spoil, loaders):
+    path = spoil(Files(tmp_path))
+    before = snapshot(tmp_path)
+    for load in loaders:
+        with pytest.raises(CheckpointError) as info:
+            load(path)
+        assert_names(info, path.name)
+        assert snapshot(tmp_path) == before
