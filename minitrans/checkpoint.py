@@ -51,6 +51,19 @@ def save_checkpoint(path, arrays, records):
         raise
 
 
+def remove_unfinished(path):
+    """Delete the temporary files that saves of ``path`` killed before their
+    rename left in its folder (never the checkpoint itself); returns their
+    names. Call it only where no other process is saving into that folder."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        return []
+    removed = sorted(name for name in os.listdir(folder) if name.startswith(".tmp-") and name.endswith(".npz"))
+    for name in removed:
+        os.remove(os.path.join(folder, name))
+    return removed
+
+
 def load_checkpoint(path):
     """Read a checkpoint: (arrays as host NumPy arrays, records).
 

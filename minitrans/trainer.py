@@ -137,6 +137,10 @@ class Trainer:
             self.config = dataclasses.replace(self.config, steps=steps)
         if self.step >= self.config.steps:  # nothing left to train: report where it stands
             return self.evaluate()
+        leftovers = checkpoint.remove_unfinished(self.checkpoint_path)
+        if leftovers:
+            self.log(f"removed {len(leftovers)} unfinished checkpoint file(s) of an interrupted save: "
+                     f"{', '.join(leftovers)}")
         bar = _progress_bar(self.config.steps, self.step, self.progress)
         log = _through(bar, self.log)
         last = None

@@ -68,13 +68,23 @@ def test_a_run_killed_while_checkpointing_always_leaves_a_loadable_checkpoint(tm
         process.wait()
         _, records = load_checkpoint(path)  # never truncated, never half written
         steps_seen.append(records["step"])
-        leftovers = [name for name in os.listdir(out) if name.startswith(".tmp-")]
-        for name in leftovers:  # a killed writer may leave its temporary file behind
-            os.remove(out / name)
     assert all(step >= 1 for step in steps_seen)
     resumed = experiment.resume_trainer(path, steps=steps_seen[-1] + 3, progress=False, log=lambda m: None)
     resumed.fit()
     assert resumed.step == steps_seen[-1] + 3
+    # a killed writer may leave its temporary file behind; training removes it
+    assert not [name for name in os.listdir(out) if name.startswith(".tmp-")]
+
+
+def test_training_removes_the_temporary_files_of_an_interrupted_save(tmp_path):
+    messages = []
+    trainer = _trainer(tmp_path, steps=1)
+    trainer.log = messages.append
+    (tmp_path / ".tmp-killed.npz").write_bytes(b"half a checkpoint")
+    (tmp_path / "notes.txt").write_text("kept")
+    trainer.fit()
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint.npz", "notes.txt"]
+    assert any(".tmp-killed.npz" in message for message in messages)
 
 
 @pytest.mark.parametrize("decoder_only", [False, True])

@@ -24,7 +24,7 @@ def _imported_modules(path):
 
 def test_no_layer_module_imports_numpy_or_cupy():
     offenders = {}
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         if path.name in HOST_MODULES:
             continue
         found = {name for name in _imported_modules(path) if name in ("numpy", "cupy", "cupyx")}
@@ -39,5 +39,5 @@ def test_the_layout_check_sees_the_layer_modules():
 
 
 def test_every_module_is_short_enough_to_read():
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         assert len(path.read_text().splitlines()) <= 300, path.name

@@ -1,0 +1,260 @@
+"""Weight exchange with PyTorch: the same model, the same numbers.
+
+    from minitrans.interop.torch import to_torch, from_torch
+    torch_model = to_torch(model)      # a torch.nn.Module with model's weights
+    ...                                # train it with PyTorch, on many GPUs
+    model = from_torch(torch_model)    # back to a minitrans model
+
+``to_torch`` builds ``TorchTransformer`` (around ``torch.nn.Transformer``) or
+``TorchLanguageModel`` (see ``torch_modules``) from the model's config, in
+the model's floating-point dtype, and copies every weight. Given the same ids
+both compute the same logits: the test suite checks logits, loss and every
+gradient against autograd in float64.
+
+How the weights correspond (minitrans computes x W, PyTorch x W^T):
+
+    minitrans                          PyTorch
+    W_Q, W_K, W_V  (d, d) each         in_proj_weight (3d, d): [W_Q^T; W_K^T; W_V^T]
+    b_Q, b_V                           in_proj_bias (3d,): [b_Q; b_K; b_V]
+    W_O, b_O                           out_proj.weight = W_O^T, out_proj.bias
+    FFN W_1, b_1, W_2, b_2             linear1.weight = W_1^T, ..., linear2.bias
+    LayerNorm gamma, beta              norm.weight, norm.bias
+    Embedding W_E (V, d)               nn.Embedding.weight (V, d)
+    OutputProjection W (d, V), b       generator.weight = W^T, generator.bias
+
+minitrans has no key bias b_K: it adds q . b_K to every score of a query's
+row, and softmax ignores a constant added to a whole row, so it changes
+nothing (and its gradient is zero). ``to_torch`` sets PyTorch's b_K to zero;
+``from_torch`` leaves it behind, whatever PyTorch training did to it.
+"""
+
+import dataclasses
+
+try:
+    import torch
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "minitrans.interop.torch needs PyTorch, which is not installed. Install the torch extra: "
+        "pip install \"minitrans[torch]\" (on Linux, the CPU-only build is much smaller: "
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+    ) from error
+
+from minitrans import backend
+from minitrans.interop.torch_modules import TorchLanguageModel, TorchTransformer
+from minitrans.language_model import DecoderOnlyLM
+from minitrans.optim import transformer_lr
+from minitrans.transformer import Transformer
+
+__all__ = ["to_torch", "from_torch", "parameter_links", "paper_optimizer", "paper_loss",
+           "TorchTransformer", "TorchLanguageModel"]
+
+_TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16}
+
+
+# ---------------------------------------------------------------- the table
+
+
+@dataclasses.dataclass
+class ParameterLink:
+    """One minitrans parameter and the PyTorch tensor that holds it.
+
+    ``rows`` picks its block out of a larger PyTorch tensor (Q, K or V of
+    in_proj_weight); ``transpose`` is set where PyTorch stores W^T.
+    """
+
+    name: str  # minitrans's qualified name, as in model.named_parameters()
+    module: object
+    key: str
+    tensor: torch.nn.Parameter
+    rows: slice = None
+    transpose: bool = False
+
+    def _view(self, tensor):
+        tensor = tensor if self.rows is None else tensor[self.rows]
+        return tensor.T if self.transpose else tensor
+
+    def torch_value(self):
+        """A view of the PyTorch tensor in minitrans's layout, outside
+        autograd; writing into it (under ``torch.no_grad()``) writes the
+        parameter."""
+        return self._view(self.tensor.detach())
+
+    def torch_grad(self):
+        """PyTorch's gradient of the parameter, in minitrans's layout."""
+        return None if self.tensor.grad is None else self._view(self.tensor.grad)
+
+    @property
+    def value(self):
+        """minitrans's parameter array; assigning to it writes in place."""
+        return self.module.params[self.key]
+
+    @value.setter
+    def value(self, new):
+        self.module.params[self.key][...] = new
+
+    @property
+    def grad(self):
+        """minitrans's gradient array; assigning to it writes in place."""
+        return self.module.grads[self.key]
+
+    @grad.setter
+    def grad(self, new):
+        self.module.grads[self.key][...] = new
+
+
+def _attention_links(prefix, mha, torch_mha):
+    d = mha.d_model
+    for name, rows in (("Q", slice(0, d)), ("K", slice(d, 2 * d)), ("V", slice(2 * d, 3 * d))):
+        yield ParameterLink(f"{prefix}W_{name}", mha, f"W_{name}", torch_mha.in_proj_weight, rows, True)
+        if name != "K":  # minitrans has no key bias
+            yield ParameterLink(f"{prefix}b_{name}", mha, f"b_{name}", torch_mha.in_proj_bias, rows)
+    yield ParameterLink(f"{prefix}W_O", mha, "W_O", torch_mha.out_proj.weight, transpose=True)
+    yield ParameterLink(f"{prefix}b_O", mha, "b_O", torch_mha.out_proj.bias)
+
+
+def _norm_links(prefix, norm, torch_norm):
+    yield ParameterLink(f"{prefix}gamma", norm, "gamma", torch_norm.weight)
+    yield ParameterLink(f"{prefix}beta", norm, "beta", torch_norm.bias)
+
+
+def _feed_forward_links(prefix, ffn, torch_layer):
+    for i, linear in ((1, torch_layer.linear1), (2, torch_layer.linear2)):
+        yield ParameterLink(f"{prefix}W_{i}", ffn, f"W_{i}", linear.weight, transpose=True)
+        yield ParameterLink(f"{prefix}b_{i}", ffn, f"b_{i}", linear.bias)
+
+
+def _layer_links(prefix, layer, torch_layer):
+    """A minitrans encoder or decoder layer and PyTorch's: the sub-layers in
+    order, each with the LayerNorm of its Add & Norm (norm1, norm2, norm3)."""
+    blocks = [("self_attn", layer.self_attn, torch_layer.self_attn)]
+    if getattr(layer, "cross_attn", None) is not None:
+        blocks.append(("cross_attn", layer.cross_attn, torch_layer.multihead_attn))
+    for index, (name, block, torch_mha) in enumerate(blocks, start=1):
+        yield from _attention_links(f"{prefix}{name}.sublayer.", block.sublayer, torch_mha)
+        yield from _norm_links(f"{prefix}{name}.norm.", block.norm, getattr(torch_layer, f"norm{index}"))
+    prefix_ff = f"{prefix}feed_forward."
+    yield from _feed_forward_links(prefix_ff + "sublayer.", layer.feed_forward.sublayer, torch_layer)
+    yield from _norm_links(prefix_ff + "norm.", layer.feed_forward.norm, getattr(torch_layer, f"norm{len(blocks) + 1}"))
+
+
+def _stack_links(prefix, stack, torch_stack):
+    for i, (layer, torch_layer) in enumerate(zip(stack.layers, torch_stack.layers)):
+        yield from _layer_links(f"{prefix}layers.{i}.", layer, torch_layer)
+    if stack.final_norm is not None:
+        yield from _norm_links(f"{prefix}final_norm.", stack.final_norm, torch_stack.norm)
+
+
+def _embedding_links(prefix, input_embedding, torch_embedding):
+    embedding = input_embedding.embedding
+    if embedding.owner is embedding:  # a shared table is linked once, by its owner
+        yield ParameterLink(f"{prefix}embedding.W_E", embedding, "W_E", torch_embedding.embedding.weight)
+
+
+def _generator_links(generator, torch_generator):
+    if "W" in generator.params:  # absent when tied to the embedding
+        yield ParameterLink("generator.W", generator, "W", torch_generator.weight, transpose=True)
+    yield ParameterLink("generator.b", generator, "b", torch_generator.bias)
+
+
+def parameter_links(model, torch_model):
+    """Every minitrans parameter paired with its PyTorch tensor, in the order
+    of ``model.named_parameters()``."""
+    if isinstance(model, Transformer):
+        _check_pair(model, torch_model, TorchTransformer)
+        links = [*_embedding_links("src_embed.", model.src_embed, torch_model.src_embed),
+                 *_stack_links("encoder.", model.encoder, torch_model.transformer.encoder),
+                 *_embedding_links("tgt_embed.", model.tgt_embed, torch_model.tgt_embed),
+                 *_stack_links("decoder.", model.decoder, torch_model.transformer.decoder)]
+    else:
+        _check_pair(model, torch_model, TorchLanguageModel)
+        links = [*_embedding_links("embed.", model.embed, torch_model.embed),
+                 *_stack_links("decoder.", model.decoder, torch_model.decoder)]
+    links += _generator_links(model.generator, torch_model.generator)
+    order = {name: i for i, (name, _, _) in enumerate(model.named_parameters())}
+    return sorted(links, key=lambda link: order[link.name])
+
+
+def _check_pair(model, torch_model, expected_type):
+    if not isinstance(torch_model, expected_type):
+        raise TypeError(f"torch_model: expected a {expected_type.__name__} for a "
+                        f"{type(model).__name__}, got {type(torch_model).__name__}")
+    if torch_model.config != model.config:
+        raise ValueError(f"torch_model: expected a model of config {model.config}, got {torch_model.config}")
+
+
+def key_bias_blocks(torch_model):
+    """(name of the attention, its in_proj_bias, the rows of b_K) for every
+    attention of ``torch_model``: the PyTorch parameters minitrans lacks."""
+    return [(name, module.in_proj_bias, slice(module.embed_dim, 2 * module.embed_dim))
+            for name, module in torch_model.named_modules() if isinstance(module, torch.nn.MultiheadAttention)]
+
+
+# ---------------------------------------------------------------- copying
+
+
+def to_torch(model, device="cpu"):
+    """A PyTorch model with the architecture, weights and dtype of ``model``
+    (a ``Transformer`` or ``DecoderOnlyLM``), in the same train/eval mode."""
+    if not isinstance(model, (Transformer, DecoderOnlyLM)):
+        raise TypeError(f"model: expected a minitrans Transformer or DecoderOnlyLM, got {type(model).__name__}")
+    dtype = str(model.generator.params["b"].dtype)
+    torch_type = TorchTransformer if isinstance(model, Transformer) else TorchLanguageModel
+    torch_model = torch_type(model.config).to(_TORCH_DTYPES[dtype])
+    with torch.no_grad():
+        for link in parameter_links(model, torch_model):
+            link.torch_value().copy_(torch.from_numpy(backend.to_numpy(link.value)))
+        for _, bias, rows in key_bias_blocks(torch_model):
+            bias[rows] = 0.0
+    return torch_model.train(model.training).to(device)
+
+
+def from_torch(torch_model, model=None):
+    """A minitrans model with ``torch_model``'s weights and dtype, on the
+    current backend.
+
+    ``model``: fill this model (of the same config) in place instead of a new
+    one; its dtype is kept, the weights are cast to it.
+    """
+    if not isinstance(torch_model, (TorchTransformer, TorchLanguageModel)):
+        raise TypeError("torch_model: expected a TorchTransformer or TorchLanguageModel (made by "
+                        f"to_torch or built from a ModelConfig), got {type(torch_model).__name__}")
+    if model is None:
+        model_type = DecoderOnlyLM if torch_model.config.decoder_only else Transformer
+        dtype = str(torch_model.generator.bias.dtype).removeprefix("torch.")
+        with backend.using(dtype=dtype):  # the dtype of the PyTorch model
+            model = model_type(torch_model.config)
+    for link in parameter_links(model, torch_model):
+        host = link.torch_value().cpu().numpy()
+        link.value[...] = backend.to_device(host, dtype=link.value.dtype)
+    return model.train(torch_model.training)
+
+
+# ------------------------------------------------------ training as here
+
+
+class TokenCrossEntropy(torch.nn.CrossEntropyLoss):
+    """``CrossEntropyLoss`` on (..., V) logits and (...) targets, as
+    minitrans's loss takes them (PyTorch's wants (N, V) and (N,))."""
+
+    def forward(self, logits, targets):
+        return super().forward(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def paper_loss(config, label_smoothing=0.1):
+    """PyTorch's loss with minitrans's definition: label smoothing, padding
+    ignored, the mean over the other target tokens."""
+    return TokenCrossEntropy(label_smoothing=label_smoothing, ignore_index=config.pad_id)
+
+
+def paper_optimizer(torch_model, warmup, factor=1.0, start_step=0):
+    """Adam (beta1 0.9, beta2 0.98, eps 1e-9) and the paper's learning-rate
+    schedule as a LambdaLR: the optimiser minitrans's trainer uses. Call
+    ``scheduler.step()`` after each ``optimizer.step()``. ``start_step``:
+    steps already taken elsewhere (in minitrans), so the schedule goes on
+    from there."""
+    optimizer = torch.optim.Adam(torch_model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    d_model = getattr(torch_model, "module", torch_model).config.d_model  # DistributedDataParallel wraps it
+    # LambdaLR counts from 0; the paper's schedule counts steps from 1
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: transformer_lr(start_step + step + 1, d_model, warmup, factor))
+    return optimizer, scheduler
