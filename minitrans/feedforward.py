@@ -2,6 +2,7 @@
 
 from minitrans import backend, checks, init
 from minitrans.module import Module
+from minitrans.sums import sum_leading
 
 
 class FeedForward(Module):
@@ -41,8 +42,11 @@ class FeedForward(Module):
         checks.check_finite("x", x)
         xp = backend.get_xp()
         x_2d = x.reshape(-1, self.d_model)  # (N, d_model)
-        hidden = xp.maximum(x_2d @ self.params["W_1"] + self.params["b_1"], 0.0)  # (N, d_ff)
-        y = hidden @ self.params["W_2"] + self.params["b_2"]
+        hidden = x_2d @ self.params["W_1"]  # (N, d_ff)
+        hidden += self.params["b_1"]
+        xp.maximum(hidden, 0.0, out=hidden)  # ReLU, in place: one (N, d_ff) array, not three
+        y = hidden @ self.params["W_2"]
+        y += self.params["b_2"]
         self.cache = (x_2d, hidden, x.shape)
         return y.reshape(x.shape)
 
@@ -51,9 +55,10 @@ class FeedForward(Module):
         checks.check_same_shape("dy", dy, x_shape)
         dy_2d = dy.reshape(-1, self.d_model)
         self.grads["W_2"] += hidden.T @ dy_2d
-        self.grads["b_2"] += dy_2d.sum(axis=0)
+        self.grads["b_2"] += sum_leading(dy_2d)  # dy_2d.sum(axis=0), see minitrans.sums
         # ReLU passes the gradient where its output is positive (a > 0 <=> r > 0).
-        dpre = (dy_2d @ self.params["W_2"].T) * (hidden > 0)
+        dpre = dy_2d @ self.params["W_2"].T
+        dpre *= hidden > 0
         self.grads["W_1"] += x_2d.T @ dpre
-        self.grads["b_1"] += dpre.sum(axis=0)
+        self.grads["b_1"] += sum_leading(dpre)
         return (dpre @ self.params["W_1"].T).reshape(x_shape)

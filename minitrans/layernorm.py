@@ -1,7 +1,8 @@
 """Layer normalisation over the feature axis (Ba, Kiros and Hinton, 2016)."""
 
-from minitrans import checks, init
+from minitrans import backend, checks, init
 from minitrans.module import Module
+from minitrans.sums import mean_last, sum_leading
 
 
 class LayerNorm(Module):
@@ -41,23 +42,27 @@ class LayerNorm(Module):
     def forward(self, x):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["gamma"].dtype)
         checks.check_finite("x", x)
-        mu = x.mean(axis=-1, keepdims=True)
-        centred = x - mu
-        var = (centred * centred).mean(axis=-1, keepdims=True)
+        mu = mean_last(x)  # x.mean(axis=-1, keepdims=True), see minitrans.sums
+        x_hat = x - mu  # centred for now; normalised in place below
+        var = mean_last(x_hat * x_hat)
         inv_std = 1.0 / (var + self.eps) ** 0.5
-        x_hat = centred * inv_std
+        x_hat *= inv_std
         self.cache = (x_hat, inv_std)
-        return x_hat * self.params["gamma"] + self.params["beta"]
+        y = x_hat * self.params["gamma"]
+        y += self.params["beta"]
+        return y
 
     def backward(self, dy):
         x_hat, inv_std = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
-        reduce_axes = tuple(range(dy.ndim - 1))  # every axis but the features
-        self.grads["gamma"] += (dy * x_hat).sum(axis=reduce_axes)
-        self.grads["beta"] += dy.sum(axis=reduce_axes)
+        self.grads["gamma"] += sum_leading(dy * x_hat)  # sums over every position
+        self.grads["beta"] += sum_leading(dy)
         dx_hat = dy * self.params["gamma"]
-        return inv_std * (
-            dx_hat
-            - dx_hat.mean(axis=-1, keepdims=True)
-            - x_hat * (dx_hat * x_hat).mean(axis=-1, keepdims=True)
-        )
+        # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) * inv_std,
+        # built in place in one array
+        dx = x_hat * mean_last(dx_hat * x_hat)
+        dx += mean_last(dx_hat)
+        xp = backend.get_xp()
+        xp.subtract(dx_hat, dx, out=dx)
+        dx *= inv_std
+        return dx

@@ -2,6 +2,7 @@
 
 from minitrans import backend, checks, init
 from minitrans.module import Module
+from minitrans.sums import sum_leading
 
 
 class Linear(Module):
@@ -39,7 +40,7 @@ class Linear(Module):
         x_2d = x.reshape(-1, self.d_in)  # (N, d_in), N = product of leading axes
         y = x_2d @ self.params["W"]
         if "b" in self.params:
-            y = y + self.params["b"]
+            y += self.params["b"]  # in place: y is a fresh array
         self.cache = (x_2d, x.shape)
         return y.reshape(*x.shape[:-1], self.d_out)
 
@@ -49,5 +50,5 @@ class Linear(Module):
         dy_2d = dy.reshape(-1, self.d_out)
         self.grads["W"] += x_2d.T @ dy_2d
         if "b" in self.params:
-            self.grads["b"] += dy_2d.sum(axis=0)
+            self.grads["b"] += sum_leading(dy_2d)  # dy_2d.sum(axis=0), see minitrans.sums
         return (dy_2d @ self.params["W"].T).reshape(x_shape)

@@ -3,6 +3,7 @@
 from minitrans import backend, checks
 from minitrans.module import Module
 from minitrans.softmax import log_softmax, log_softmax_backward
+from minitrans.sums import mean_last, sum_last
 
 
 class LogSoftmax(Module):
@@ -71,23 +72,40 @@ class LabelSmoothedCrossEntropy(Module):
         checks.check_same_shape("targets", targets, logits.shape[:-1])
         xp = backend.get_xp()
 
-        log_probs = log_softmax(logits)  # (..., V)
-        target_log_prob = xp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
-        per_token = -(1.0 - self.eps) * target_log_prob - self.eps * log_probs.mean(axis=-1)
+        # log p = shifted - log(sum exp(shifted)), shifted = logits - max:
+        # the log-softmax, but only its two statistics are needed here (the
+        # target's log p and the mean log p), so the (..., V) array of log p
+        # is never formed; softmax p is kept for backward instead.
+        shifted = logits - logits.max(axis=-1, keepdims=True)  # (..., V)
+        target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
+        mean_shifted = mean_last(shifted)[..., 0]  # sums as matrix products: see minitrans.sums
+        probs = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
+        total = sum_last(probs)
+        probs /= total  # softmax(logits)
+        log_total = xp.log(total[..., 0])
+        target_log_prob, mean_log_prob = target_shifted - log_total, mean_shifted - log_total
+        per_token = -(1.0 - self.eps) * target_log_prob - self.eps * mean_log_prob
         weights = self._weights(targets, logits.dtype)  # 1/count at real tokens, 0 at padding
-        self.cache = (log_probs, targets, weights)
+        self.cache = (probs, targets, weights)
         return xp.asarray((per_token * weights).sum())
 
     def backward(self, dloss=1.0):
-        log_probs, targets, weights = self.saved()
+        """dlogits = (p - q) * weight, with q = (1 - eps) one_hot + eps / V.
+
+        Written without forming q: subtract eps / V everywhere, then
+        (1 - eps) at each row's target only (``smoothed_targets`` is q
+        itself, for reading and for the test that both agree)."""
+        probs, targets, weights = self.saved()
         if hasattr(dloss, "shape"):
             checks.check_same_shape("dloss", dloss, ())  # the loss is a scalar
-            dloss = dloss.astype(log_probs.dtype)  # a float64 0-d array would upcast
+            dloss = dloss.astype(probs.dtype)  # a float64 0-d array would upcast
         xp = backend.get_xp()
-        vocab_size = log_probs.shape[-1]
-        one_hot = (targets[..., None] == xp.arange(vocab_size)).astype(log_probs.dtype)  # (..., V)
-        smoothed = one_hot * (1.0 - self.eps) + self.eps / vocab_size  # q
-        return (xp.exp(log_probs) - smoothed) * (weights[..., None] * dloss)
+        vocab_size = probs.shape[-1]
+        dlogits = probs - self.eps / vocab_size
+        rows = dlogits.reshape(-1, vocab_size)  # a view: writes reach dlogits
+        rows[xp.arange(rows.shape[0]), targets.reshape(-1)] -= 1.0 - self.eps
+        dlogits *= weights[..., None] * dloss
+        return dlogits
 
     def _weights(self, targets, dtype):
         """1 / (number of non-padding targets) at each real target, 0 at padding."""
@@ -98,3 +116,11 @@ class LabelSmoothedCrossEntropy(Module):
             real = (targets != self.pad_id).astype(dtype)
         count = real.sum()
         return real / xp.maximum(count, 1.0)
+
+
+def smoothed_targets(targets, vocab_size, eps):
+    """q = (1 - eps) * one_hot(targets) + eps / V, shape (..., V): the target
+    distribution of label smoothing, spelled out."""
+    xp = backend.get_xp()
+    one_hot = (targets[..., None] == xp.arange(vocab_size)).astype(backend.get_dtype())
+    return one_hot * (1.0 - eps) + eps / vocab_size

@@ -3,6 +3,7 @@
 from minitrans import backend, checks, init
 from minitrans.attention import ScaledDotProductAttention
 from minitrans.module import Module
+from minitrans.sums import sum_leading
 
 
 class MultiHeadAttention(Module):
@@ -19,6 +20,18 @@ class MultiHeadAttention(Module):
     Cross-attention: ``forward(x, memory, mask=...)``, queries from x (the
     decoder), keys and values from memory (the encoder output); ``backward``
     returns (dx, dmemory).
+
+    The projections that read the same input are computed together: in
+    self-attention x W_Q, x W_K and x W_V are one product x [W_Q | W_K | W_V]
+    with the three (d_model, d_model) weights side by side, (d_model,
+    3 d_model); in cross-attention the keys and values of memory are one
+    product with [W_K | W_V]. It is the same arithmetic as three separate
+    products (the columns of the result are the three results side by side),
+    but BLAS gets one large product instead of three smaller ones, and the
+    backward one product for dx instead of three products and two sums:
+        dx = [dQ | dK | dV] [W_Q | W_K | W_V]^T = dQ W_Q^T + dK W_K^T + dV W_V^T
+    The weights stay three parameters; ``_project(x, "Q")`` is the plain
+    one-matrix version, and a test checks that both agree.
 
     The query, value and output projections have a bias, as in PyTorch's
     ``nn.MultiheadAttention``. The key projection has none: a key bias b adds
@@ -65,9 +78,27 @@ class MultiHeadAttention(Module):
         return heads.swapaxes(1, 2).reshape(batch * length, self.d_model)
 
     def _project(self, x_2d, name):
+        """x W + b for one of Q, K, V, O: the plain version."""
         y = x_2d @ self.params[f"W_{name}"]
         bias = self.params.get(f"b_{name}")
-        return y if bias is None else y + bias
+        if bias is not None:
+            y += bias
+        return y
+
+    def _weights_side_by_side(self, names):
+        """[W_Q | W_K | W_V] for names "QKV": (d_model, len(names) * d_model)."""
+        return backend.get_xp().concatenate([self.params[f"W_{n}"] for n in names], axis=1)
+
+    def _project_together(self, x_2d, names):
+        """x W + b for several of Q, K, V in one product; the results, each
+        (N, d_model), are column blocks (views) of the one output."""
+        d = self.d_model
+        y = x_2d @ self._weights_side_by_side(names)  # (N, len(names) * d)
+        blocks = [y[:, i * d:(i + 1) * d] for i in range(len(names))]
+        for name, block in zip(names, blocks):
+            if f"b_{name}" in self.params:
+                block += self.params[f"b_{name}"]  # in place, through the view
+        return blocks
 
     def forward(self, x, memory=None, mask=None):
         dtype = self.params["W_Q"].dtype
@@ -89,11 +120,15 @@ class MultiHeadAttention(Module):
         x_2d = x.reshape(-1, self.d_model)  # (B*T_q, d_model)
         memory_2d = memory.reshape(-1, self.d_model)  # (B*T_k, d_model)
 
-        Q = self._split_heads(self._project(x_2d, "Q"), batch)  # (B, h, T_q, d_k)
-        K = self._split_heads(self._project(memory_2d, "K"), batch)  # (B, h, T_k, d_k)
-        V = self._split_heads(self._project(memory_2d, "V"), batch)  # (B, h, T_k, d_k)
+        if is_self_attention:
+            projected = self._project_together(x_2d, "QKV")
+        else:
+            projected = [self._project(x_2d, "Q"), *self._project_together(memory_2d, "KV")]
+        Q, K, V = (self._split_heads(p, batch) for p in projected)  # (B, h, T, d_k) each
         mask = self._heads_mask(mask, (batch, length_q, length_k))
-        heads = self.attention.forward(Q, K, V, mask=mask)  # (B, h, T_q, d_k)
+        # x and memory were checked above and the weights are finite, so the
+        # attention layer need not check Q, K, V and the mask again
+        heads = self.attention.forward(Q, K, V, mask=mask, check=False)  # (B, h, T_q, d_k)
         concat = self._merge_heads(heads)  # (B*T_q, d_model)
         out = self._project(concat, "O")
         self.cache = (x_2d, memory_2d, concat, batch, is_self_attention)
@@ -106,22 +141,36 @@ class MultiHeadAttention(Module):
         dheads = self._split_heads(self._project_backward(concat, dout_2d, "O"), batch)
 
         dQ, dK, dV = self.attention.backward(dheads)
-        dx = self._project_backward(x_2d, self._merge_heads(dQ), "Q")
-        dmemory = self._project_backward(memory_2d, self._merge_heads(dK), "K")
-        dmemory += self._project_backward(memory_2d, self._merge_heads(dV), "V")
-
-        dx = dx.reshape(batch, -1, self.d_model)
-        dmemory = dmemory.reshape(batch, -1, self.d_model)
         if is_self_attention:
-            return dx + dmemory
-        return dx, dmemory
+            dx = self._project_together_backward(x_2d, (dQ, dK, dV), "QKV")
+            return dx.reshape(batch, -1, self.d_model)
+        dx = self._project_backward(x_2d, self._merge_heads(dQ), "Q")
+        dmemory = self._project_together_backward(memory_2d, (dK, dV), "KV")
+        return dx.reshape(batch, -1, self.d_model), dmemory.reshape(batch, -1, self.d_model)
 
     def _project_backward(self, x_2d, dy_2d, name):
         """Backward of y = x W + b: accumulate dW, db and return dx."""
         self.grads[f"W_{name}"] += x_2d.T @ dy_2d
         if f"b_{name}" in self.grads:
-            self.grads[f"b_{name}"] += dy_2d.sum(axis=0)
+            self.grads[f"b_{name}"] += sum_leading(dy_2d)  # dy_2d.sum(axis=0), see minitrans.sums
         return dy_2d @ self.params[f"W_{name}"].T
+
+    def _project_together_backward(self, x_2d, dheads, names):
+        """Backward of ``_project_together``: the heads' gradients (B, h, T,
+        d_k) go side by side into one (N, len(names) * d_model) array, then
+        one product gives every dW and one gives dx."""
+        xp, d, k = backend.get_xp(), self.d_model, len(names)
+        batch, _, length, _ = dheads[0].shape
+        dy = xp.empty((batch, length, k, self.h, self.d_k), dtype=x_2d.dtype)
+        for i, dhead in enumerate(dheads):
+            dy[:, :, i] = dhead.swapaxes(1, 2)  # merge the heads straight into place
+        dy = dy.reshape(batch * length, k * d)
+        dW = x_2d.T @ dy  # (d_model, k * d_model): the dW of each block side by side
+        for i, name in enumerate(names):
+            self.grads[f"W_{name}"] += dW[:, i * d:(i + 1) * d]
+            if f"b_{name}" in self.grads:
+                self.grads[f"b_{name}"] += sum_leading(dy[:, i * d:(i + 1) * d])
+        return dy @ self._weights_side_by_side(names).T
 
     # ------------------------------------------------ decoding, no backward
 
@@ -133,10 +182,8 @@ class MultiHeadAttention(Module):
         a ``KVCache``, instead of recomputing the whole prefix every step.
         """
         batch = memory.shape[0]
-        memory_2d = memory.reshape(-1, self.d_model)
-        K = self._split_heads(self._project(memory_2d, "K"), batch)
-        V = self._split_heads(self._project(memory_2d, "V"), batch)
-        return K, V
+        K, V = self._project_together(memory.reshape(-1, self.d_model), "KV")
+        return self._split_heads(K, batch), self._split_heads(V, batch)
 
     def attend(self, x, K, V, mask=None):
         """Attention of the queries of ``x`` (B, T_q, d_model) over given K, V.

@@ -3,6 +3,7 @@
 from minitrans import backend, checks, init
 from minitrans.embedding import Embedding
 from minitrans.module import Module
+from minitrans.sums import sum_leading
 
 
 class OutputProjection(Module):
@@ -49,7 +50,8 @@ class OutputProjection(Module):
         checks.check_finite("y", y)
         y_2d = y.reshape(-1, self.d_model)
         self.cache = (y_2d, y.shape)
-        logits = y_2d @ self._weight() + self.params["b"]
+        logits = y_2d @ self._weight()
+        logits += self.params["b"]  # in place: no second (B*T, V) array
         return logits.reshape(*y.shape[:-1], self.vocab_size)
 
     def backward(self, dlogits):
@@ -60,5 +62,5 @@ class OutputProjection(Module):
             self.grads["W"] += y_2d.T @ dlogits_2d
         else:
             self._tied_to.owner.grads["W_E"] += dlogits_2d.T @ y_2d  # (V, d_model)
-        self.grads["b"] += dlogits_2d.sum(axis=0)
+        self.grads["b"] += sum_leading(dlogits_2d)  # dlogits_2d.sum(axis=0), see minitrans.sums
         return (dlogits_2d @ self._weight().T).reshape(y_shape)

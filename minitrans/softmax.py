@@ -6,18 +6,23 @@ is exp(0) = 1, so logits of 1e4 neither overflow nor give NaN.
 """
 
 from minitrans import backend
+from minitrans.sums import sum_last
 
 
 def softmax(z, axis=-1):
     """y_i = exp(z_i - max z) / sum_j exp(z_j - max z)."""
     xp = backend.get_xp()
-    e = xp.exp(z - z.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    e = z - z.max(axis=axis, keepdims=True)
+    xp.exp(e, out=e)  # in place, as below: one array the size of z, not three
+    e /= sum_last(e) if axis in (-1, e.ndim - 1) else e.sum(axis=axis, keepdims=True)
+    return e
 
 
 def softmax_backward(y, dy, axis=-1):
     """dz = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy."""
-    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+    dz = dy - (sum_last(dy * y) if axis in (-1, y.ndim - 1) else (dy * y).sum(axis=axis, keepdims=True))
+    dz *= y
+    return dz
 
 
 def masked_softmax(z, mask, axis=-1):
@@ -27,12 +32,14 @@ def masked_softmax(z, mask, axis=-1):
     returns a row of zeros (not NaN), so it contributes nothing downstream.
     """
     xp = backend.get_xp()
-    z = xp.where(mask, z, -xp.inf)
-    row_max = z.max(axis=axis, keepdims=True)
+    e = xp.where(mask, z, -xp.inf)
+    row_max = e.max(axis=axis, keepdims=True)
     row_max = xp.where(xp.isfinite(row_max), row_max, 0.0)  # fully masked rows
-    e = xp.exp(z - row_max)  # exp(-inf) = 0 for masked entries
-    total = e.sum(axis=axis, keepdims=True)
-    return e / xp.where(total > 0, total, 1.0)
+    e -= row_max  # in place: e is the fresh array from where()
+    xp.exp(e, out=e)  # exp(-inf) = 0 for masked entries
+    total = sum_last(e) if axis in (-1, e.ndim - 1) else e.sum(axis=axis, keepdims=True)
+    e /= xp.where(total > 0, total, 1.0)
+    return e
 
 
 def log_softmax(z, axis=-1):

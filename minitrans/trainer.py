@@ -110,7 +110,9 @@ class Trainer:
         try:
             logits = self.model.forward(*evaluation.model_inputs(batch))
         except checks.NonFiniteError as error:  # a layer met NaN or infinity inside the model
-            raise TrainingError(f"step {step}: inside the model, {error}; training stopped, "
+            culprit = self._non_finite_parameter()
+            where = f"parameter {culprit} holds NaN or infinity" if culprit else str(error)
+            raise TrainingError(f"step {step}: inside the model, {where}; training stopped, "
                                 f"the last good checkpoint is {self._last_good()}") from None
         loss = float(self.loss_fn.forward(logits, batch.tgt_out))
         self.model.backward(self.loss_fn.backward())
@@ -197,6 +199,14 @@ class Trainer:
             self.log(f"no plots: {error}")
             return []
         return paths
+
+    def _non_finite_parameter(self):
+        """The name of the first parameter with a NaN or infinite entry, or None."""
+        xp = backend.get_xp()
+        for name, value, _ in self.model.named_parameters():
+            if not bool(xp.isfinite(value).all()):
+                return name
+        return None
 
     def _last_good(self):
         return self.checkpoint_path if os.path.exists(self.checkpoint_path) else "(none written yet)"

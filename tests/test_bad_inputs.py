@@ -307,7 +307,8 @@ CATALOGUE = [
     case(lambda f: load_task("sort"), ValueError, "task", "'sort'", "'copy'", id="unknown-task"),
     case(lambda f: experiment.new_trainer(TrainConfig(task="sort")), ValueError, "task", "'sort'",
          id="trainer-unknown-task"),
-    case(nan_inside_the_model, TrainingError, "step 1", "inside the model", "Q", "NaN", "last good checkpoint",
+    case(nan_inside_the_model, TrainingError, "step 1", "inside the model",
+         "encoder.layers.0.self_attn.sublayer.W_Q", "NaN", "last good checkpoint",
          id="trainer-nan-weight-inside-the-model"),
     # ---- data
     case(lambda f: read_tsv(f.write("bad.tsv", "a\tb\nno tab here\n")), DataError,

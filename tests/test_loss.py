@@ -218,3 +218,17 @@ def test_float_targets_are_type_error_naming_targets(backend_name, randn, device
     with pytest.raises(TypeError) as info:
         LabelSmoothedCrossEntropy(0.1)(randn(2, 5), device([1.0, 2.0]))
     assert_names(info, "targets")
+
+
+def test_the_short_backward_equals_softmax_minus_the_smoothed_targets(float64, randn, device):
+    """dlogits is written without forming q; spelled out, it is (p - q) * weight."""
+    from minitrans.loss import smoothed_targets
+    from minitrans.softmax import softmax
+
+    logits, targets = randn(2, 3, 7) * 3.0, device(TARGETS)
+    loss_fn = LabelSmoothedCrossEntropy(0.2, pad_id=PAD)
+    loss_fn.forward(logits, targets)
+    real = minitrans.to_numpy(targets) != PAD
+    expected = (minitrans.to_numpy(softmax(logits)) - minitrans.to_numpy(smoothed_targets(targets, 7, 0.2)))
+    expected *= (real / real.sum())[..., None]
+    np.testing.assert_allclose(minitrans.to_numpy(loss_fn.backward()), expected, rtol=1e-12, atol=1e-15)

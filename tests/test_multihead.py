@@ -248,3 +248,15 @@ def test_float32_x_into_float64_layer_is_rejected(backend_name, randn):
 def test_backward_before_forward_raises_runtime_error(backend_name, randn):
     with pytest.raises(RuntimeError, match="forward"):
         MultiHeadAttention(D_MODEL, H, rng=0).backward(randn(B, T_Q, D_MODEL))
+
+
+@pytest.mark.parametrize("names", ["QKV", "KV"])
+def test_projecting_together_equals_one_matrix_at_a_time(float64, randn, names):
+    """[x W_Q + b_Q | x W_K | x W_V + b_V] from one product is the three plain
+    products side by side."""
+    layer = randomise_params(MultiHeadAttention(8, 2, rng=0), np.random.default_rng(1))
+    x_2d = randn(6, 8)
+    together = layer._project_together(x_2d, names)
+    for name, block in zip(names, together):
+        np.testing.assert_allclose(minitrans.to_numpy(block), minitrans.to_numpy(layer._project(x_2d, name)),
+                                   rtol=1e-12, atol=1e-12)

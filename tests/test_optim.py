@@ -122,3 +122,30 @@ def test_bad_optimiser_arguments(float64):
         Adam(model, weight_decay=-1.0)
     with pytest.raises(ValueError, match="lr"):
         Adam(model).step(lr=0.0)
+
+
+@pytest.mark.parametrize("optimizer_type", ["Adam", "SGD"])
+def test_updating_on_several_threads_gives_the_same_parameters_bit_for_bit(backend_name, optimizer_type):
+    import minitrans.optim as optim
+    from minitrans.gradcheck_report import tiny_model
+
+    results = []
+    for threads in (1, 3):
+        whole, batch = tiny_model(seed=5)
+        options = {"momentum": 0.9} if optimizer_type == "SGD" else {}
+        optimizer = getattr(optim, optimizer_type)(whole.model, lr=0.01, threads=threads, **options)
+        for _ in range(3):
+            whole.zero_grad()
+            whole.forward(*batch)
+            whole.backward()
+            optimizer.step()
+        results.append([minitrans.to_numpy(p).copy() for _, p, _ in whole.model.named_parameters()])
+    assert all(np.array_equal(a, b) for a, b in zip(*results))
+
+
+def test_threads_must_be_a_positive_integer():
+    from minitrans.optim import Adam
+    from minitrans.gradcheck_report import tiny_model
+
+    with pytest.raises(ValueError, match="threads"):
+        Adam(tiny_model()[0].model, threads=0)
