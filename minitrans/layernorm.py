@@ -55,14 +55,17 @@ class LayerNorm(Module):
     def backward(self, dy):
         x_hat, inv_std = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
-        self.grads["gamma"] += sum_leading(dy * x_hat)  # sums over every position
+        gamma = self.params["gamma"]
+        dy_x_hat = dy * x_hat
+        self.grads["gamma"] += sum_leading(dy_x_hat)  # sums over every position
         self.grads["beta"] += sum_leading(dy)
-        dx_hat = dy * self.params["gamma"]
-        # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) * inv_std,
-        # built in place in one array
-        dx = x_hat * mean_last(dx_hat * x_hat)
-        dx += mean_last(dx_hat)
-        xp = backend.get_xp()
-        xp.subtract(dx_hat, dx, out=dx)
+        # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) * inv_std
+        # with dx_hat = dy * gamma. Both means are products with gamma:
+        # mean(dy * gamma) = dy @ gamma / D and mean(dy * gamma * x_hat) =
+        # (dy * x_hat) @ gamma / D, which reuses dy * x_hat from above.
+        xp, scale = backend.get_xp(), 1.0 / self.d_model
+        dx = x_hat * ((dy_x_hat @ gamma)[..., None] * scale)
+        dx += (dy @ gamma)[..., None] * scale
+        xp.subtract(dy * gamma, dx, out=dx)  # built in place in one array
         dx *= inv_std
         return dx

@@ -89,11 +89,13 @@ class MultiHeadAttention(Module):
         """[W_Q | W_K | W_V] for names "QKV": (d_model, len(names) * d_model)."""
         return backend.get_xp().concatenate([self.params[f"W_{n}"] for n in names], axis=1)
 
-    def _project_together(self, x_2d, names):
+    def _project_together(self, x_2d, names, weights=None):
         """x W + b for several of Q, K, V in one product; the results, each
-        (N, d_model), are column blocks (views) of the one output."""
+        (N, d_model), are column blocks (views) of the one output.
+        ``weights``: ``_weights_side_by_side(names)``, if already made."""
         d = self.d_model
-        y = x_2d @ self._weights_side_by_side(names)  # (N, len(names) * d)
+        weights = self._weights_side_by_side(names) if weights is None else weights
+        y = x_2d @ weights  # (N, len(names) * d)
         blocks = [y[:, i * d:(i + 1) * d] for i in range(len(names))]
         for name, block in zip(names, blocks):
             if f"b_{name}" in self.params:
@@ -120,10 +122,12 @@ class MultiHeadAttention(Module):
         x_2d = x.reshape(-1, self.d_model)  # (B*T_q, d_model)
         memory_2d = memory.reshape(-1, self.d_model)  # (B*T_k, d_model)
 
+        together = "QKV" if is_self_attention else "KV"  # the projections of one input
+        weights = self._weights_side_by_side(together)  # kept for backward
         if is_self_attention:
-            projected = self._project_together(x_2d, "QKV")
+            projected = self._project_together(x_2d, together, weights)
         else:
-            projected = [self._project(x_2d, "Q"), *self._project_together(memory_2d, "KV")]
+            projected = [self._project(x_2d, "Q"), *self._project_together(memory_2d, together, weights)]
         Q, K, V = (self._split_heads(p, batch) for p in projected)  # (B, h, T, d_k) each
         mask = self._heads_mask(mask, (batch, length_q, length_k))
         # x and memory were checked above and the weights are finite, so the
@@ -131,21 +135,21 @@ class MultiHeadAttention(Module):
         heads = self.attention.forward(Q, K, V, mask=mask, check=False)  # (B, h, T_q, d_k)
         concat = self._merge_heads(heads)  # (B*T_q, d_model)
         out = self._project(concat, "O")
-        self.cache = (x_2d, memory_2d, concat, batch, is_self_attention)
+        self.cache = (x_2d, memory_2d, concat, batch, is_self_attention, weights)
         return out.reshape(batch, length_q, self.d_model)
 
     def backward(self, dout):
-        x_2d, memory_2d, concat, batch, is_self_attention = self.saved()
+        x_2d, memory_2d, concat, batch, is_self_attention, weights = self.saved()
         checks.check_same_shape("dout", dout, (batch, x_2d.shape[0] // batch, self.d_model))
         dout_2d = dout.reshape(-1, self.d_model)
         dheads = self._split_heads(self._project_backward(concat, dout_2d, "O"), batch)
 
         dQ, dK, dV = self.attention.backward(dheads)
         if is_self_attention:
-            dx = self._project_together_backward(x_2d, (dQ, dK, dV), "QKV")
+            dx = self._project_together_backward(x_2d, (dQ, dK, dV), "QKV", weights)
             return dx.reshape(batch, -1, self.d_model)
         dx = self._project_backward(x_2d, self._merge_heads(dQ), "Q")
-        dmemory = self._project_together_backward(memory_2d, (dK, dV), "KV")
+        dmemory = self._project_together_backward(memory_2d, (dK, dV), "KV", weights)
         return dx.reshape(batch, -1, self.d_model), dmemory.reshape(batch, -1, self.d_model)
 
     def _project_backward(self, x_2d, dy_2d, name):
@@ -155,7 +159,7 @@ class MultiHeadAttention(Module):
             self.grads[f"b_{name}"] += sum_leading(dy_2d)  # dy_2d.sum(axis=0), see minitrans.sums
         return dy_2d @ self.params[f"W_{name}"].T
 
-    def _project_together_backward(self, x_2d, dheads, names):
+    def _project_together_backward(self, x_2d, dheads, names, weights):
         """Backward of ``_project_together``: the heads' gradients (B, h, T,
         d_k) go side by side into one (N, len(names) * d_model) array, then
         one product gives every dW and one gives dx."""
@@ -170,7 +174,7 @@ class MultiHeadAttention(Module):
             self.grads[f"W_{name}"] += dW[:, i * d:(i + 1) * d]
             if f"b_{name}" in self.grads:
                 self.grads[f"b_{name}"] += sum_leading(dy[:, i * d:(i + 1) * d])
-        return dy @ self._weights_side_by_side(names).T
+        return dy @ weights.T
 
     # ------------------------------------------------ decoding, no backward
 

@@ -105,3 +105,19 @@ def test_wrong_upstream_shape_names_dy(backend_name, device, randn):
     with pytest.raises(ValueError) as info:
         layer.backward(randn(2, 4, 5))
     assert_names(info, "dy")
+
+
+@pytest.mark.parametrize("vocab_size", [5, 70])  # below and above ONE_HOT_VOCAB
+def test_both_ways_of_adding_up_rows_agree_with_a_loop(backend_name, randn, vocab_size):
+    from minitrans.embedding import ONE_HOT_VOCAB
+
+    assert (vocab_size <= ONE_HOT_VOCAB) == (vocab_size == 5)
+    layer = minitrans.Embedding(vocab_size, 3, rng=0)
+    ids = np.array([[1, 4, 4], [4, 2, 1]])
+    out = layer.forward(minitrans.to_device(ids))
+    dy = randn(*out.shape)
+    layer.backward(dy)
+    expected = np.zeros((vocab_size, 3))
+    for position, token in enumerate(ids.reshape(-1)):
+        expected[token] += minitrans.to_numpy(dy).reshape(-1, 3)[position] * 3**0.5
+    np.testing.assert_allclose(minitrans.to_numpy(layer.grads["W_E"]), expected, rtol=1e-5, atol=1e-6)
