@@ -15,6 +15,7 @@ these cases, so the whole test suite can catch such leaks on a CPU. The
 take and return ``StrictArray``.
 """
 
+import contextlib
 import types
 
 import numpy as np
@@ -125,11 +126,31 @@ def _unwrap(value, where, allow_host=False):
     return value
 
 
+_float64_forbidden = False
+
+
+@contextlib.contextmanager
+def forbid_float64():
+    """Inside this block, any float64 array that the strict backend makes
+    raises TypeError. Under NumPy 2 a float32 array combined with a float64
+    array or NumPy float64 scalar becomes float64, silently doubling the
+    memory and time of everything after it; the float32 tests run whole
+    training steps in here to prove that nothing does."""
+    global _float64_forbidden
+    previous, _float64_forbidden = _float64_forbidden, True
+    try:
+        yield
+    finally:
+        _float64_forbidden = previous
+
+
 def _wrap(value):
     if isinstance(value, np.ndarray):
+        if _float64_forbidden and value.dtype == np.float64:
+            raise TypeError(f"a float64 array of shape {value.shape} was made inside forbid_float64()")
         return StrictArray(value)
     if isinstance(value, np.generic):  # CuPy gives 0-d device arrays, not host scalars
-        return StrictArray(np.asarray(value))
+        return _wrap(np.asarray(value))
     if isinstance(value, tuple):
         return tuple(_wrap(item) for item in value)
     if isinstance(value, list):

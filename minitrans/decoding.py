@@ -124,7 +124,8 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     rows = xp.arange(B)[:, None]  # (B, 1): pairs each beam with its source row
     state = model.start(src)
     state.reorder(xp.repeat(xp.arange(B), K))
-    log_prob = xp.zeros((B, 1)) + xp.where(xp.arange(K) == 0, 0.0, -xp.inf)  # 1 live beam, not K copies
+    log_prob = xp.full((B, K), -xp.inf, dtype=backend.get_dtype())
+    log_prob[:, 0] = 0.0  # one live beam per row to start with, not K copies of it
     lengths, finished = xp.zeros((B, K), dtype=src.dtype), xp.zeros((B, K), dtype=bool)
     history = xp.zeros((B, K, 0), dtype=src.dtype)
     tokens = xp.full((B * K,), bos_id, dtype=src.dtype)
@@ -152,6 +153,7 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
 
 def gnmt_length_penalty(length, alpha):
     """lp = ((5 + length) / 6) ** alpha, elementwise (1 for length 1 or alpha 0)."""
+    length = backend.get_xp().asarray(length, dtype=backend.get_dtype())  # integer lengths would give float64
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -273,7 +275,9 @@ def _continuations(step_log_probs, finished, pad_id):
     xp = backend.get_xp()
     is_pad = xp.arange(step_log_probs.shape[-1]) == pad_id
     live = xp.where(is_pad, -xp.inf, step_log_probs)
-    return xp.where(finished[:, :, None], xp.where(is_pad, 0.0, -xp.inf), live)
+    only_pad = xp.full(step_log_probs.shape[-1], -xp.inf, dtype=step_log_probs.dtype)
+    only_pad[pad_id] = 0.0
+    return xp.where(finished[:, :, None], only_pad, live)
 
 
 def _check_ids(name, ids):

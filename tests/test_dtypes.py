@@ -10,6 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
+import minitrans
+
 from minitrans import backend
 from minitrans.gradcheck_report import layer_cases
 
@@ -47,3 +49,42 @@ def test_layer_parameters_are_created_in_the_default_dtype(backend_name):
     for label, layer, _, _ in _cases_in_current_dtype():
         for name, value, _ in layer.named_parameters():
             assert value.dtype == np.float32, f"{label}.{name}"
+
+
+@pytest.mark.parametrize("decoder_only", [False, True], ids=["encoder-decoder", "decoder-only"])
+def test_a_float32_training_step_and_decoding_never_make_a_float64_array(decoder_only):
+    """On the strict backend every array is seen as it is made: a whole
+    training step (forward, label-smoothed loss, backward, clipping, Adam)
+    and greedy and beam decoding stay float32 throughout, not only at the end."""
+    from minitrans import decoding
+    from minitrans._strict import forbid_float64
+    from minitrans.gradcheck_report import tiny_model
+    from minitrans.optim import Adam, clip_grad_norm
+
+    with minitrans.using("strict", dtype="float32"):
+        whole, batch = tiny_model(decoder_only=decoder_only, seed=3)
+        optimizer = Adam(whole.model, lr=1e-3)
+        with forbid_float64():
+            for _ in range(2):
+                whole.zero_grad()
+                whole.forward(*batch)
+                whole.backward()
+                clip_grad_norm(whole.model, 1.0)
+                optimizer.step()
+            whole.model.eval()
+            if decoder_only:
+                decoding.generate(whole.model, batch[0][:, :2], 3)
+            else:
+                decoding.greedy(whole.model, batch[0], 4)
+                decoding.beam_search(whole.model, batch[0], beam_size=2, max_len=4)
+
+
+def test_the_float64_sentinel_catches_an_upcast():
+    from minitrans._strict import forbid_float64
+
+    with minitrans.using("strict", dtype="float32"):
+        x = minitrans.get_xp().ones(3, dtype="float32")
+        with forbid_float64():
+            x / 2.0  # a Python float adapts to the array: float32
+            with pytest.raises(TypeError, match="float64"):
+                x / np.sqrt(4)  # a NumPy float64 scalar does not: float64 under NumPy 2
