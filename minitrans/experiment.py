@@ -14,9 +14,9 @@ from minitrans.transformer import Transformer
 # Sizes and schedules that reach the targets on a 2-core CPU in minutes.
 TASK_DEFAULTS = {
     "copy": {"model": dict(d_model=64, h=4, N=2, d_ff=256, dropout=0.0),
-             "train": dict(steps=2000, batch_size=64, warmup=400, lr_factor=0.5, eval_every=100)},
+             "train": dict(steps=2000, batch_size=64, warmup=100, lr_factor=0.2, eval_every=100)},
     "reverse": {"model": dict(d_model=64, h=4, N=2, d_ff=256, dropout=0.0),
-                "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=0.5, eval_every=200)},
+                "train": dict(steps=3000, batch_size=64, warmup=100, lr_factor=0.2, eval_every=200)},
     "translate": {"model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.1),
                   "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
                                 target_exact_match=0.98)},
