@@ -9,8 +9,7 @@ Two rules let the cached path (``model.step``) and the recomputing path
 (``model.prefix_logits``) see the same tokens, hence give the same logits:
 <pad> is never generated (its logit becomes -inf) and a finished row is fed
 <eos>, never <pad>, because recomputation masks <pad> keys and the cache does
-not. Every public function calls ``model.eval()``: dropout off, even if the
-caller forgot.
+not. Every public function calls ``model.eval()``: dropout off, always.
 """
 
 import functools
