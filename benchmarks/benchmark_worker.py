@@ -32,6 +32,12 @@ def make_batches(sizes, seed=0):
     return [tuple(rng.integers(4, sizes["vocab_size"], size=shape) for _ in range(3)) for _ in range(BATCHES)]
 
 
+def decode_sources(vocab_size, seed=1):
+    """The (DECODE_BATCH, DECODE_LENGTH) source ids that every decoding run
+    translates, the same in both workers."""
+    return np.random.default_rng(seed).integers(4, vocab_size, size=(DECODE_BATCH, DECODE_LENGTH))
+
+
 def model_config(sizes, max_len):
     from minitrans.config import ModelConfig
 
@@ -84,8 +90,7 @@ class MinitransRunner:
     def decode(self, cache):
         from minitrans.decoding import greedy
 
-        src = self.minitrans.to_device(np.random.default_rng(1).integers(4, self.model.config.vocab_size,
-                                                                        size=(DECODE_BATCH, DECODE_LENGTH)))
+        src = self.minitrans.to_device(decode_sources(self.model.config.vocab_size))
         self.model.eval()
         start = time.perf_counter()
         # eos_id=-1: no token ends a row, so every row is decoded to its full length
@@ -96,8 +101,7 @@ class MinitransRunner:
     def beam(self):
         from minitrans.decoding import beam_search
 
-        src = self.minitrans.to_device(np.random.default_rng(1).integers(4, self.model.config.vocab_size,
-                                                                        size=(DECODE_BATCH, DECODE_LENGTH)))
+        src = self.minitrans.to_device(decode_sources(self.model.config.vocab_size))
         self.model.eval()
         start = time.perf_counter()
         self.minitrans.to_numpy(beam_search(self.model, src, beam_size=4, max_len=DECODE_LENGTH, eos_id=-1))
@@ -144,9 +148,7 @@ class TorchRunner:
         key/value cache."""
         torch = self.torch
         config = self.model.config
-        src = torch.from_numpy(np.random.default_rng(1).integers(4, config.vocab_size,
-                                                                 size=(DECODE_BATCH, DECODE_LENGTH)))
-        src = src.to(self.device)
+        src = torch.from_numpy(decode_sources(config.vocab_size)).to(self.device)
         self.model.eval()
         start = time.perf_counter()
         with torch.no_grad():

@@ -23,6 +23,8 @@ import numpy as np
 from minitrans import backend
 
 FORMAT = "minitrans-checkpoint-1"
+# A save writes TEMP_PREFIX...TEMP_SUFFIX beside the checkpoint, then renames it.
+TEMP_PREFIX, TEMP_SUFFIX = ".tmp-", ".npz"
 
 
 class CheckpointError(ValueError):
@@ -38,7 +40,7 @@ def save_checkpoint(path, arrays, records):
     content = {name: backend.to_numpy(value) for name, value in arrays.items()}
     content.update({f"json/{name}": np.array(json.dumps(value)) for name, value in records.items()})
     content["format"] = np.array(FORMAT)
-    handle = tempfile.NamedTemporaryFile(dir=folder, prefix=".tmp-", suffix=".npz", delete=False)
+    handle = tempfile.NamedTemporaryFile(dir=folder, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, delete=False)
     try:
         with handle:
             np.savez(handle, **content)
@@ -58,7 +60,8 @@ def remove_unfinished(path):
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
     if not os.path.isdir(folder):
         return []
-    removed = sorted(name for name in os.listdir(folder) if name.startswith(".tmp-") and name.endswith(".npz"))
+    removed = sorted(name for name in os.listdir(folder)
+                     if name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX))
     for name in removed:
         os.remove(os.path.join(folder, name))
     return removed

@@ -54,6 +54,11 @@ class NonFiniteError(ValueError):
     """An array holds NaN or infinity where only finite numbers make sense."""
 
 
+def is_finite(value):
+    """True when ``value`` holds no NaN and no infinity (one pass, one sync)."""
+    return bool(backend.get_xp().isfinite(value).all())
+
+
 def check_finite(name, value):
     """No NaN and no infinity in ``value``, an array of the current backend.
 
@@ -62,9 +67,9 @@ def check_finite(name, value):
     layer. It costs one pass over the array and, on a GPU, a wait for the
     result (like the range check of token ids).
     """
-    xp = backend.get_xp()
-    if bool(xp.isfinite(value).all()):
+    if is_finite(value):
         return
+    xp = backend.get_xp()
     nan, inf = int(xp.isnan(value).sum()), int(xp.isinf(value).sum())
     raise NonFiniteError(
         f"{name}: expected finite numbers, got {nan} NaN and {inf} infinite "

@@ -6,7 +6,7 @@ is exp(0) = 1, so logits of 1e4 neither overflow nor give NaN.
 """
 
 from minitrans import backend
-from minitrans.sums import sum_last
+from minitrans.sums import sum_along
 
 
 def softmax(z, axis=-1):
@@ -14,13 +14,13 @@ def softmax(z, axis=-1):
     xp = backend.get_xp()
     e = z - z.max(axis=axis, keepdims=True)
     xp.exp(e, out=e)  # in place, as below: one array the size of z, not three
-    e /= sum_last(e) if axis in (-1, e.ndim - 1) else e.sum(axis=axis, keepdims=True)
+    e /= sum_along(e, axis)
     return e
 
 
 def softmax_backward(y, dy, axis=-1):
     """dz = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy."""
-    dz = dy - (sum_last(dy * y) if axis in (-1, y.ndim - 1) else (dy * y).sum(axis=axis, keepdims=True))
+    dz = dy - sum_along(dy * y, axis)
     dz *= y
     return dz
 
@@ -37,7 +37,7 @@ def masked_softmax(z, mask, axis=-1):
     row_max = xp.where(xp.isfinite(row_max), row_max, 0.0)  # fully masked rows
     e -= row_max  # in place: e is the fresh array from where()
     xp.exp(e, out=e)  # exp(-inf) = 0 for masked entries
-    total = sum_last(e) if axis in (-1, e.ndim - 1) else e.sum(axis=axis, keepdims=True)
+    total = sum_along(e, axis)
     e /= xp.where(total > 0, total, 1.0)
     return e
 

@@ -3,6 +3,8 @@
     sum_last(x)    == x.sum(axis=-1, keepdims=True)     x @ ones
     mean_last(x)   == x.mean(axis=-1, keepdims=True)
     sum_leading(x) == x.sum over every axis but the last: ones @ x
+    sum_along(x, axis) == x.sum(axis=axis, keepdims=True), by sum_last when
+                       axis is the last one
 
 Why not just ``x.sum(axis=...)``? It is the same arithmetic, but NumPy runs
 its reductions in a loop of its own on one core, while a product with a
@@ -36,6 +38,14 @@ def mean_last(x):
     """x.mean(axis=-1, keepdims=True): x @ (ones(n) / n)."""
     weights = backend.get_xp().full(x.shape[-1], 1.0 / x.shape[-1], dtype=x.dtype)
     return (_rows(x) @ weights).reshape(*x.shape[:-1], 1)
+
+
+def sum_along(x, axis):
+    """x.sum(axis=axis, keepdims=True): a product for the last axis, NumPy's
+    reduction for any other."""
+    if axis in (-1, x.ndim - 1):
+        return sum_last(x)
+    return x.sum(axis=axis, keepdims=True)
 
 
 def sum_leading(x):

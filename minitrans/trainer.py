@@ -202,9 +202,8 @@ class Trainer:
 
     def _non_finite_parameter(self):
         """The name of the first parameter with a NaN or infinite entry, or None."""
-        xp = backend.get_xp()
         for name, value, _ in self.model.named_parameters():
-            if not bool(xp.isfinite(value).all()):
+            if not checks.is_finite(value):
                 return name
         return None
 

@@ -48,9 +48,6 @@ from minitrans.transformer import Transformer
 __all__ = ["to_torch", "from_torch", "parameter_links", "paper_optimizer", "paper_loss",
            "TorchTransformer", "TorchLanguageModel"]
 
-_TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16}
-
-
 # ---------------------------------------------------------------- the table
 
 
@@ -197,9 +194,9 @@ def to_torch(model, device="cpu"):
     (a ``Transformer`` or ``DecoderOnlyLM``), in the same train/eval mode."""
     if not isinstance(model, (Transformer, DecoderOnlyLM)):
         raise TypeError(f"model: expected a minitrans Transformer or DecoderOnlyLM, got {type(model).__name__}")
-    dtype = str(model.generator.params["b"].dtype)
+    dtype = getattr(torch, str(model.generator.params["b"].dtype))  # torch.float32 for "float32"
     torch_type = TorchTransformer if isinstance(model, Transformer) else TorchLanguageModel
-    torch_model = torch_type(model.config).to(_TORCH_DTYPES[dtype])
+    torch_model = torch_type(model.config).to(dtype)
     with torch.no_grad():
         for link in parameter_links(model, torch_model):
             link.torch_value().copy_(torch.from_numpy(backend.to_numpy(link.value)))
