@@ -4,7 +4,7 @@ import math
 
 from minitrans import checks
 from minitrans.module import Module
-from minitrans.softmax import masked_softmax, softmax, softmax_backward
+from minitrans.softmax import softmax_backward, softmax_in_place
 
 
 class ScaledDotProductAttention(Module):
@@ -44,12 +44,11 @@ class ScaledDotProductAttention(Module):
         scale = 1.0 / math.sqrt(Q.shape[-1])  # a Python float keeps float32
         scores = Q @ K.swapaxes(-1, -2)  # (..., T_q, T_k)
         scores *= scale
-        if mask is None:
-            P = softmax(scores)
-        else:
-            if check:
-                checks.check_mask("mask", mask, scores.shape)
-            P = masked_softmax(scores, mask)
+        if check and mask is not None:
+            checks.check_mask("mask", mask, scores.shape)
+        # softmax(scores), or masked_softmax(scores, mask), computed in the
+        # scores' own array: the fast version, see minitrans.softmax
+        P = softmax_in_place(scores, mask)
         self.cache = (Q, K, V, P, scale)
         return P @ V
 
@@ -58,7 +57,7 @@ class ScaledDotProductAttention(Module):
         checks.check_same_shape("dout", dout, (*P.shape[:-1], V.shape[-1]))
         dV = P.swapaxes(-1, -2) @ dout
         dP = dout @ V.swapaxes(-1, -2)
-        dS = softmax_backward(P, dP)  # masked entries have P = 0, so dS = 0
+        dS = softmax_backward(P, dP, out=dP)  # masked entries have P = 0, so dS = 0
         dS *= scale  # once here, rather than on dQ and dK
         dQ = dS @ K
         dK = dS.swapaxes(-1, -2) @ Q

@@ -8,7 +8,7 @@ from helpers import assert_gradcheck
 
 import minitrans
 from minitrans import ScaledDotProductAttention
-from minitrans.softmax import masked_softmax, softmax, softmax_backward
+from minitrans.softmax import SHARED_SHIFT_SPREAD, masked_softmax, softmax, softmax_backward, softmax_in_place
 
 PAD = 0
 B, H, T_Q, T_K, D_K, D_V = 2, 2, 3, 4, 5, 3
@@ -262,3 +262,77 @@ def test_softmax_of_large_logits_matches_host_reference(backend_name, randn):
     e = np.exp(z_host - z_host.max(axis=-1, keepdims=True))
     assert np.all(np.isfinite(y))
     np.testing.assert_allclose(y, e / e.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+# ----------------------------------------- the fast softmax of attention
+
+
+def _host_masked_softmax(z, mask):
+    """The exact answer in float64 on the host, row max subtracted."""
+    z = np.where(mask, z.astype(np.float64), -np.inf)
+    top = z.max(axis=-1, keepdims=True)
+    e = np.exp(z - np.where(np.isfinite(top), top, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
+@pytest.mark.parametrize("spread", [4.0, 3 * SHARED_SHIFT_SPREAD])  # one shared shift / each row's max
+def test_softmax_in_place_equals_the_clear_versions(backend_name, rng, spread):
+    z_host = rng.uniform(-spread / 2, spread / 2, size=(2, 3, 5, 7))
+    mask_host = rng.random((2, 1, 5, 7)) > 0.3
+    mask_host[0, 0, 2] = False  # a row with every key masked
+    z, mask = minitrans.to_device(z_host), minitrans.to_device(mask_host)
+    clear_masked = minitrans.to_numpy(masked_softmax(z, mask))
+    clear = minitrans.to_numpy(softmax(z))
+    expected = _host_masked_softmax(minitrans.to_numpy(z), mask_host)
+
+    fast_masked = softmax_in_place(z.copy(), mask)
+    fast = softmax_in_place(z.copy())
+    assert fast_masked.dtype == z.dtype
+    np.testing.assert_allclose(minitrans.to_numpy(fast_masked), clear_masked, rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(minitrans.to_numpy(fast_masked), expected, rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(minitrans.to_numpy(fast), clear, rtol=2e-5, atol=1e-7)
+    assert np.all(minitrans.to_numpy(fast_masked)[0, :, 2] == 0.0)  # the all-masked row: zeros, not NaN
+
+
+def test_softmax_in_place_writes_into_its_argument(backend_name, randn):
+    z = randn(4, 6)
+    expected = minitrans.to_numpy(softmax(z))
+    softmax_in_place(z)
+    np.testing.assert_allclose(minitrans.to_numpy(z), expected, rtol=2e-6)
+
+
+def test_softmax_in_place_is_exact_in_float64_for_both_shifts(float64, rng):
+    """The shared shift changes nothing but rounding: in float64 both ways
+    agree with the host reference to 1e-13."""
+    for spread in (10.0, 200.0):
+        z_host = rng.uniform(0, spread, size=(3, 8, 9))
+        mask_host = rng.random((3, 8, 9)) > 0.2
+        y = softmax_in_place(minitrans.to_device(z_host.copy()), minitrans.to_device(mask_host))
+        np.testing.assert_allclose(minitrans.to_numpy(y), _host_masked_softmax(z_host, mask_host),
+                                   rtol=1e-13, atol=1e-300)
+
+
+def test_softmax_in_place_keeps_a_row_far_below_the_others(backend_name, device):
+    """One row 1000 below the other: a shared shift would make it 0 / 0;
+    the spread check sees it and shifts each row by its own maximum."""
+    z = device(np.array([[0.0, 1.0, 2.0], [-1000.0, -999.0, -998.0]]), dtype="float32")
+    y = minitrans.to_numpy(softmax_in_place(z))
+    np.testing.assert_allclose(y[1], y[0], rtol=1e-5)
+    assert np.all(np.isfinite(y))
+
+
+def test_softmax_in_place_does_not_hide_nan(backend_name, device):
+    """A NaN score stays NaN (the spread is NaN, so each row gets its own
+    shift, as in masked_softmax) and the other rows are untouched."""
+    z = device(np.array([[0.0, np.nan, 1.0], [0.0, 1.0, 2.0]]), dtype="float32")
+    y = minitrans.to_numpy(softmax_in_place(z))
+    assert np.isnan(y[0, 1])
+    np.testing.assert_allclose(y[1], minitrans.to_numpy(softmax(device([0.0, 1.0, 2.0], dtype="float32"))), rtol=1e-6)
+
+
+def test_softmax_backward_out_overwrites_dy_with_the_same_result(float64, randn):
+    y, dy = softmax(randn(3, 5)), randn(3, 5)
+    expected = minitrans.to_numpy(softmax_backward(y, dy))
+    softmax_backward(y, dy, out=dy)
+    np.testing.assert_allclose(minitrans.to_numpy(dy), expected, rtol=1e-14)

@@ -90,7 +90,9 @@ def test_logits_at_a_position_do_not_depend_on_later_target_tokens(backend_name,
     before = minitrans.to_numpy(model.forward(src, tgt_in))
     changed = device([[1, 3, 6, 6], [1, 6, 5, 5]])
     after = minitrans.to_numpy(model.forward(src, changed))
-    np.testing.assert_array_equal(after[:, :2], before[:, :2])
+    # up to rounding: attention's softmax shifts a block of scores by its
+    # maximum, masked later scores included (minitrans.softmax.softmax_in_place)
+    np.testing.assert_allclose(after[:, :2], before[:, :2], rtol=1e-5, atol=1e-5)
     assert not np.allclose(after[:, 2:], before[:, 2:])
 
 
