@@ -95,3 +95,9 @@ def test_wrong_upstream_shape_names_dy(backend_name, randn, training):
     with pytest.raises(ValueError) as info:
         layer.backward(randn(3, 2))
     assert_names(info, "dy")
+
+
+def test_p_just_below_one_drops_nearly_everything_without_overflow(backend_name):
+    """The mask compares 16-bit draws with p * 65536, rounded and kept below 65536."""
+    y = minitrans.to_numpy(Dropout(0.999999, rng=0)(ones(100_000)))
+    assert (y == 0).mean() > 0.999
