@@ -125,15 +125,18 @@ def test_bad_optimiser_arguments(float64):
 
 
 @pytest.mark.parametrize("optimizer_type", ["Adam", "SGD"])
-def test_updating_on_several_threads_gives_the_same_parameters_bit_for_bit(backend_name, optimizer_type):
+def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit_for_bit(backend_name, optimizer_type):
     import minitrans.optim as optim
     from minitrans.gradcheck_report import tiny_model
 
     results = []
-    for threads in (1, 3):
+    # one thread and whole parameters; three threads and blocks of 64 bytes
+    # (16 float32 numbers), so that every weight matrix is cut into blocks
+    for threads, block_bytes in ((1, 2**30), (3, 64)):
         whole, batch = tiny_model(seed=5)
         options = {"momentum": 0.9} if optimizer_type == "SGD" else {}
         optimizer = getattr(optim, optimizer_type)(whole.model, lr=0.01, threads=threads, **options)
+        optimizer.BLOCK_BYTES = block_bytes
         for _ in range(3):
             whole.zero_grad()
             whole.forward(*batch)
@@ -149,3 +152,21 @@ def test_threads_must_be_a_positive_integer():
 
     with pytest.raises(ValueError, match="threads"):
         Adam(tiny_model()[0].model, threads=0)
+
+
+def test_a_blocked_update_reaches_every_element_of_a_strided_or_large_parameter():
+    """Blocks of a large parameter cover it all; a gradient that is not
+    contiguous (so reshape would copy) makes the parameter update whole."""
+    from minitrans.module import Module
+    from minitrans.optim import SGD
+
+    model = Module()
+    model.add_param("big", np.zeros((10, 7), dtype=np.float32))
+    optimizer = SGD(model, lr=1.0, threads=2)
+    optimizer.BLOCK_BYTES = 12  # three numbers: 24 blocks, the last one short
+    model.grads["big"][...] = 1.0
+    optimizer.step()
+    np.testing.assert_array_equal(model.params["big"], -1.0)
+    model.grads["big"] = np.ones((7, 10), dtype=np.float32).T  # a transposed view
+    optimizer.step()
+    np.testing.assert_array_equal(model.params["big"], -2.0)
