@@ -79,40 +79,43 @@ class LabelSmoothedCrossEntropy(Module):
         # log p = shifted - log(sum exp(shifted)), shifted = logits - max:
         # the log-softmax, but only its two statistics are needed here (the
         # target's log p and the mean log p), so the (..., V) array of log p
-        # is never formed; softmax p is kept for backward instead.
+        # is never formed. Backward needs softmax p = exp(shifted) / total:
+        # it keeps exp(shifted) and total, and divides as it goes.
         shifted = xp.subtract(logits, logits.max(axis=-1, keepdims=True), out=self._probs_array(logits))
         target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
         mean_shifted = mean_last(shifted)[..., 0]  # sums as matrix products: see minitrans.sums
-        probs = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
-        total = sum_last(probs)
-        probs /= total  # softmax(logits)
+        exps = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
+        total = sum_last(exps)
         log_total = xp.log(total[..., 0])
         target_log_prob, mean_log_prob = target_shifted - log_total, mean_shifted - log_total
         per_token = -(1.0 - self.eps) * target_log_prob - self.eps * mean_log_prob
         weights = self._weights(targets, logits.dtype)  # 1/count at real tokens, 0 at padding
-        self.cache = (probs, targets, weights)
+        self.cache = (exps, total, targets, weights)
         return xp.asarray((per_token * weights).sum())
 
     def backward(self, dloss=1.0):
         """dlogits = (p - q) * weight, with q = (1 - eps) one_hot + eps / V.
 
-        Written without forming q: subtract eps / V everywhere, then
-        (1 - eps) at each row's target only (``smoothed_targets`` is q
-        itself, for reading and for the test that both agree)."""
-        probs, targets, weights = self.saved()
+        Written without forming q or p: with p = exp(shifted) / total,
+        dlogits = exp(shifted) * (weight / total) - weight * eps / V, less
+        weight * (1 - eps) at each row's target: two passes over the
+        (..., V) array (``smoothed_targets`` is q itself, for reading and
+        for the test that both agree)."""
+        exps, total, targets, weights = self.saved()
         if hasattr(dloss, "shape"):
             checks.check_same_shape("dloss", dloss, ())  # the loss is a scalar
-            dloss = dloss.astype(probs.dtype)  # a float64 0-d array would upcast
+            dloss = dloss.astype(exps.dtype)  # a float64 0-d array would upcast
         xp = backend.get_xp()
-        vocab_size = probs.shape[-1]
-        dlogits = probs - self.eps / vocab_size
+        vocab_size = exps.shape[-1]
+        row_weights = weights[..., None] * dloss  # (..., 1)
+        dlogits = exps * (row_weights / total)  # p * weight
+        dlogits -= row_weights * (self.eps / vocab_size)
         rows = dlogits.reshape(-1, vocab_size)  # a view: writes reach dlogits
-        rows[xp.arange(rows.shape[0]), targets.reshape(-1)] -= 1.0 - self.eps
-        dlogits *= weights[..., None] * dloss
+        rows[xp.arange(rows.shape[0]), targets.reshape(-1)] -= row_weights.reshape(-1) * (1.0 - self.eps)
         return dlogits
 
     def _probs_array(self, logits):
-        """An array the shape of the logits, (..., V), for softmax p: the
+        """An array the shape of the logits, (..., V), for exp(shifted): the
         same one from step to step. A fresh one would be fresh memory every
         step, which the system hands out page by page on first touch: on the
         base config's (2048, 8000) logits, 65 MB and about 10 ms a step

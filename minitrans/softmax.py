@@ -29,11 +29,15 @@ def softmax_backward(y, dy, axis=-1, out=None):
     ``out=dy`` writes dz over dy, for a caller that no longer needs dy: one
     array the size of y fewer to allocate.
     """
-    row_sums = sum_along(dy * y, axis)
+    xp = backend.get_xp()
+    if axis in (-1, y.ndim - 1):  # each row's dot product, without a dy * y array
+        row_sums = xp.einsum("...k,...k->...", dy, y)[..., None]
+    else:
+        row_sums = sum_along(dy * y, axis)
     if out is None:
         dz = dy - row_sums
     else:
-        dz = backend.get_xp().subtract(dy, row_sums, out=out)
+        dz = xp.subtract(dy, row_sums, out=out)
     dz *= y
     return dz
 
