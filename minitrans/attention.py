@@ -2,7 +2,7 @@
 
 import math
 
-from minitrans import checks
+from minitrans import backend, checks
 from minitrans.module import Module
 from minitrans.softmax import softmax_backward, softmax_in_place
 
@@ -52,15 +52,19 @@ class ScaledDotProductAttention(Module):
         self.cache = (Q, K, V, P, scale)
         return P @ V
 
-    def backward(self, dout):
+    def backward(self, dout, out=(None, None, None)):
+        """(dQ, dK, dV). ``out``: arrays to write them into instead of new
+        ones (None for a new one), such as views into one larger array."""
         Q, K, V, P, scale = self.saved()
         checks.check_same_shape("dout", dout, (*P.shape[:-1], V.shape[-1]))
-        dV = P.swapaxes(-1, -2) @ dout
+        xp = backend.get_xp()
+        dQ_out, dK_out, dV_out = out
+        dV = xp.matmul(P.swapaxes(-1, -2), dout, out=dV_out)  # P^T dout
         dP = dout @ V.swapaxes(-1, -2)
         dS = softmax_backward(P, dP, out=dP)  # masked entries have P = 0, so dS = 0
         dS *= scale  # once here, rather than on dQ and dK
-        dQ = dS @ K
-        dK = dS.swapaxes(-1, -2) @ Q
+        dQ = xp.matmul(dS, K, out=dQ_out)  # dS K
+        dK = xp.matmul(dS.swapaxes(-1, -2), Q, out=dK_out)  # dS^T Q
         return dQ, dK, dV
 
     @property

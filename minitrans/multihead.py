@@ -144,13 +144,29 @@ class MultiHeadAttention(Module):
         dout_2d = dout.reshape(-1, self.d_model)
         dheads = self._split_heads(self._project_backward(concat, dout_2d, "O"), batch)
 
-        dQ, dK, dV = self.attention.backward(dheads)
+        # the heads' gradients of the projections made together are written
+        # side by side into one array, ready for their one backward product
         if is_self_attention:
-            dx = self._project_together_backward(x_2d, (dQ, dK, dV), "QKV", weights)
+            dqkv = self._side_by_side_heads(batch, x_2d.shape[0] // batch, 3, x_2d.dtype)
+            self.attention.backward(dheads, out=self._head_slots(dqkv))
+            dx = self._project_together_backward(x_2d, dqkv, "QKV", weights)
             return dx.reshape(batch, -1, self.d_model)
+        dkv = self._side_by_side_heads(batch, memory_2d.shape[0] // batch, 2, x_2d.dtype)
+        dQ, _, _ = self.attention.backward(dheads, out=(None, *self._head_slots(dkv)))
         dx = self._project_backward(x_2d, self._merge_heads(dQ), "Q")
-        dmemory = self._project_together_backward(memory_2d, (dK, dV), "KV", weights)
+        dmemory = self._project_together_backward(memory_2d, dkv, "KV", weights)
         return dx.reshape(batch, -1, self.d_model), dmemory.reshape(batch, -1, self.d_model)
+
+    def _side_by_side_heads(self, batch, length, k, dtype):
+        """An empty (B, T, k, h, d_k) array: row n of its (B*T, k * d_model)
+        reshape holds k projections' gradients at position n, side by side."""
+        return backend.get_xp().empty((batch, length, k, self.h, self.d_k), dtype=dtype)
+
+    @staticmethod
+    def _head_slots(side_by_side):
+        """The k (B, h, T, d_k) views of a (B, T, k, h, d_k) array, one per
+        projection, for attention's backward to write into."""
+        return [side_by_side[:, :, i].swapaxes(1, 2) for i in range(side_by_side.shape[2])]
 
     def _project_backward(self, x_2d, dy_2d, name):
         """Backward of y = x W + b: accumulate dW, db and return dx."""
@@ -159,16 +175,12 @@ class MultiHeadAttention(Module):
             self.grads[f"b_{name}"] += sum_leading(dy_2d)  # dy_2d.sum(axis=0), see minitrans.sums
         return dy_2d @ self.params[f"W_{name}"].T
 
-    def _project_together_backward(self, x_2d, dheads, names, weights):
-        """Backward of ``_project_together``: the heads' gradients (B, h, T,
-        d_k) go side by side into one (N, len(names) * d_model) array, then
-        one product gives every dW and one gives dx."""
-        xp, d, k = backend.get_xp(), self.d_model, len(names)
-        batch, _, length, _ = dheads[0].shape
-        dy = xp.empty((batch, length, k, self.h, self.d_k), dtype=x_2d.dtype)
-        for i, dhead in enumerate(dheads):
-            dy[:, :, i] = dhead.swapaxes(1, 2)  # merge the heads straight into place
-        dy = dy.reshape(batch * length, k * d)
+    def _project_together_backward(self, x_2d, side_by_side, names, weights):
+        """Backward of ``_project_together``, from the heads' gradients side
+        by side, (B, T, k, h, d_k) = (N, k * d_model): one product gives
+        every dW and one gives dx."""
+        d, k = self.d_model, len(names)
+        dy = side_by_side.reshape(-1, k * d)
         dW = x_2d.T @ dy  # (d_model, k * d_model): the dW of each block side by side
         for i, name in enumerate(names):
             self.grads[f"W_{name}"] += dW[:, i * d:(i + 1) * d]
