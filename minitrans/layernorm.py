@@ -58,21 +58,20 @@ class LayerNorm(Module):
     def backward(self, dy):
         x_hat, inv_std = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
-        gamma = self.params["gamma"]
-        dy_x_hat = dy * x_hat
-        self.grads["gamma"] += sum_leading(dy_x_hat)  # sums over every position
-        self.grads["beta"] += sum_leading(dy)
-        # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) * inv_std
-        # with dx_hat = dy * gamma. Both means are products with gamma:
-        # mean(dy * gamma) = dy @ gamma / D and mean(dy * gamma * x_hat) =
-        # (dy * x_hat) @ gamma / D, which reuses dy * x_hat from above.
         xp, scale = backend.get_xp(), 1.0 / self.d_model
-        mean_dx_hat_x_hat = (dy_x_hat @ gamma)[..., None] * scale
-        mean_dx_hat = (dy @ gamma)[..., None] * scale
-        # the two subtracted terms, in dy_x_hat's array (no longer needed)
-        correction = xp.multiply(x_hat, mean_dx_hat_x_hat, out=dy_x_hat)
+        gamma = self.params["gamma"]
+        # dgamma = sum over positions of dy * x_hat: einsum forms no dy * x_hat array
+        rows = (-1, self.d_model)
+        self.grads["gamma"] += xp.einsum("nd,nd->d", dy.reshape(rows), x_hat.reshape(rows))
+        self.grads["beta"] += sum_leading(dy)
+        # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) * inv_std,
+        # with dx_hat = dy * gamma; each row's means by a product with a
+        # vector and by einsum (a dot product per row)
+        dx = dy * gamma  # dx_hat for now, dx in place below
+        mean_dx_hat = mean_last(dx)
+        mean_dx_hat_x_hat = xp.einsum("...d,...d->...", dx, x_hat)[..., None] * scale
+        correction = x_hat * mean_dx_hat_x_hat
         correction += mean_dx_hat
-        dx = dy * gamma  # dx_hat
         dx -= correction
         dx *= inv_std
         return dx

@@ -41,8 +41,10 @@ class SublayerConnection(Module):
         checks.check_array("x", x, min_ndim=1)
         self.cache = len(others)
         if self.pre_norm:
-            return x + self.dropout.forward(self.sublayer.forward(self.norm.forward(x), *others, **options))
-        return self.norm.forward(x + self.dropout.forward(self.sublayer.forward(x, *others, **options)))
+            out = self.dropout.forward(self.sublayer.forward(self.norm.forward(x), *others, **options))
+            return _add_into(out, x)
+        total = _add_into(self.dropout.forward(self.sublayer.forward(x, *others, **options)), x)
+        return self.norm.forward(total)
 
     def infer(self, x, sublayer_fn):
         """The same connection around ``sublayer_fn`` (a function of the
@@ -54,16 +56,27 @@ class SublayerConnection(Module):
 
     def backward(self, dy):
         num_others = self.saved()
+        # the residual's two paths add up
         if self.pre_norm:
             dsub = self.sublayer.backward(self.dropout.backward(dy))
             dsub_x, dothers = _split_first(dsub, num_others)
-            dx = dy + self.norm.backward(dsub_x)
+            dx = _add_into(self.norm.backward(dsub_x), dy)
         else:
             dsum = self.norm.backward(dy)  # gradient of x + Dropout(F(x))
             dsub = self.sublayer.backward(self.dropout.backward(dsum))
             dsub_x, dothers = _split_first(dsub, num_others)
-            dx = dsum + dsub_x
+            dx = _add_into(dsub_x, dsum)
         return (dx, *dothers) if num_others else dx
+
+
+def _add_into(result, other):
+    """result + other, written into ``result``: a layer's fresh output, which
+    nothing else holds, so the sum needs no new array. (Unless ``result`` is
+    ``other`` itself or a view of it, as an identity sub-layer would return.)"""
+    if backend.get_xp().may_share_memory(result, other):
+        return result + other
+    result += other
+    return result
 
 
 def _split_first(gradients, num_others):

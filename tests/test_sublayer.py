@@ -114,3 +114,26 @@ def test_wrong_upstream_shape_names_dy(backend_name, randn, pre_norm):
     with pytest.raises(ValueError) as info:
         sub.backward(randn(2, 2, 4))
     assert_names(info, "dy")
+
+
+class _Identity(minitrans.Module):
+    """F(x) = x, returning its input itself: the residual sum must not be
+    written into it."""
+
+    def forward(self, x):
+        return x
+
+    def backward(self, dy):
+        return dy
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_an_identity_sublayer_leaves_its_input_and_gradient_untouched(float64, randn, pre_norm):
+    sub = SublayerConnection(_Identity(), 4, dropout=0.0, pre_norm=pre_norm, rng=0)
+    x, dy = randn(2, 3, 4), randn(2, 3, 4)
+    x_before, dy_before = minitrans.to_numpy(x).copy(), minitrans.to_numpy(dy).copy()
+    sub.forward(x)
+    sub.backward(dy)
+    np.testing.assert_array_equal(minitrans.to_numpy(x), x_before)
+    np.testing.assert_array_equal(minitrans.to_numpy(dy), dy_before)
+    assert_gradcheck(sub, x)
