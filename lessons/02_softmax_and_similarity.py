@@ -311,7 +311,8 @@ plt.show()
 # matrix-product form and fixes it.)
 #
 # `minitrans.ScaledDotProductAttention` applies the factor inside its forward.
-# Its attention weights are exactly the softmax of the scaled scores (shapes
+# Its attention weights are the softmax of the scaled scores, up to float32
+# rounding (lesson 5 shows the cheaper shift it uses; shapes
 # $(B, T_q, d_k)$ for $Q$, $(B, T_k, d_k)$ for $K$ and $V$):
 
 # %%

@@ -15,7 +15,8 @@
 # 3. a hand-built example in which "it" attends to "animal";
 # 4. the cost: time grows as $n^2$ with the sequence length, measured;
 # 5. the backward and its gradient check;
-# 6. an exercise: attention with a mask, written by you.
+# 6. how minitrans computes the softmax faster, and why it is still the same;
+# 7. an exercise: attention with a mask, written by you.
 
 # %%
 import os
@@ -326,6 +327,73 @@ with minitrans.using(dtype="float64"):
     print(format_table(check_layer(minitrans.ScaledDotProductAttention(), Q64, K64, V64)))
 
 # %% [markdown]
+# ## The same softmax, a cheaper shift
+#
+# Lesson 2 subtracted each row's maximum before `exp`. Any number would do:
+# $\mathrm{softmax}(z - c) = \mathrm{softmax}(z)$ for every constant $c$ of a
+# row. The maximum is the textbook choice because it is always safe: the
+# largest exponent is $e^0 = 1$, so nothing overflows, and the row sum is at
+# least 1, so nothing divides by zero.
+#
+# It has a cost that has nothing to do with arithmetic. A training step of
+# the base configuration of `benchmarks/` has scores of shape
+# $(B, h, T_q, T_k) = (32, 8, 64, 64)$, and NumPy takes the maximum along a
+# short last axis one row at a time: 16,384 rows of 64 numbers.
+
+# %%
+scores_demo = np.random.default_rng(1).standard_normal((32, 8, 64, 64)).astype(np.float32)
+
+
+def best_time(function, repeats=20):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times) * 1000
+
+
+print(f"max of each row (16,384 rows):       {best_time(lambda: scores_demo.max(axis=-1)):.2f} ms")
+print(f"max of each head (256 (64, 64) blocks): {best_time(lambda: scores_demo.max(axis=(-2, -1))):.2f} ms")
+print(f"exp of every score:                   {best_time(lambda: np.exp(scores_demo)):.2f} ms")
+
+# %% [markdown]
+# So `ScaledDotProductAttention` calls `softmax_in_place` from
+# `minitrans/softmax.py`: it subtracts **one** number per head of each
+# sentence, the largest score of that $(T_q, T_k)$ block, and writes the
+# result into the array of scores instead of a new one. Is one shift for a
+# whole block safe? Nothing overflows (it is the block's largest score). The
+# danger is the other side: a row whose own scores all lie more than about
+# 104 below the block's maximum gets exponents that float32 rounds to 0, and
+# the row becomes $0/0$. Every row's maximum is at least the block's
+# minimum, so if $\max - \min \le 60$ in every block, no row is more than 60
+# below its shift, and $e^{-60} \approx 10^{-26}$ is far from float32's
+# smallest number. When some block spreads wider, `softmax_in_place` falls
+# back to each row's own maximum.
+#
+# Both halves, checked: on ordinary scores the fast version agrees with the
+# clear one to float32 rounding; a block with one row 1000 below the other
+# breaks a blind shared shift, and `softmax_in_place` sees it.
+
+# %%
+from minitrans.softmax import softmax_in_place
+
+fast = softmax_in_place(scores_demo.copy())
+print("ordinary scores, largest difference from softmax():", float(np.abs(fast - softmax(scores_demo)).max()))
+
+far_apart = np.array([[0.0, 1.0, 2.0], [-1000.0, -999.0, -998.0]], dtype=np.float32)
+with np.errstate(invalid="ignore"):
+    blind = np.exp(far_apart - far_apart.max())
+    print("one shift for the block, blindly:\n", blind / blind.sum(axis=-1, keepdims=True))
+print("softmax_in_place (spread 1002 > 60, so each row's own max):\n", softmax_in_place(far_apart.copy()))
+
+# %% [markdown]
+# The blind shift turns the second row into $0/0$ = NaN; `softmax_in_place`
+# gives both rows the same weights, as it should, since they differ by a
+# constant. The fast version is what trains; `softmax` and `masked_softmax`
+# stay the clear versions, and `tests/test_attention.py` checks that all of
+# them agree, with masks, fully masked rows, both shifts and NaN.
+#
 # ## Exercise: attention with a mask
 #
 # Write `my_attention(Q, K, V, mask)` in NumPy:
@@ -368,6 +436,9 @@ check_attention(my_attention);
 #   sequence quadruples both.
 # * The backward is two matrix products, the softmax backward, and two more
 #   matrix products; the gradient check confirms it.
+# * Softmax may subtract any constant per row. minitrans subtracts one per
+#   head of a sentence when the scores' spread allows it, because NumPy's
+#   maximum of each short row costs more than the exponentials.
 #
 # **Next:** lesson 6, masks: how the decoder is kept from reading the future,
 # and how padding is ignored.

@@ -296,9 +296,13 @@ plt.show()
 # %% [markdown]
 # With the causal mask, outputs 0 to 3 are bit-for-bit identical (a change of
 # exactly 0.0), and only positions 4 and 5, which are allowed to see position
-# 4, change. Without it, every position changes. The projections $W^Q, W^K,
-# W^V$ of a real decoder (next lesson) act on each position separately, so
-# they do not break this: the whole decoder stack is causal.
+# 4, change. Without it, every position changes. (Bit for bit here because
+# the new token did not change the largest of the 36 scores: minitrans's
+# softmax subtracts that one number from all of them, lesson 5, and a token
+# that changed it could move earlier outputs by float32 rounding error,
+# nothing more.) The projections $W^Q, W^K, W^V$ of a real decoder (next
+# lesson) act on each position separately, so they do not break this: the
+# whole decoder stack is causal.
 #
 # ## What you should now understand
 #
@@ -313,8 +317,8 @@ plt.show()
 # * The encoder sees the whole source and uses only a padding mask; the
 #   decoder, fed the shifted target by teacher forcing, needs the causal mask
 #   so that position $t$ cannot read the token it must predict.
-# * With the causal mask, earlier outputs are exactly independent of later
-#   inputs.
+# * With the causal mask, earlier outputs are independent of later inputs:
+#   exactly, or up to float32 rounding when a later token moves the shift.
 #
 # **Next:** lesson 7, multi-head attention: several attentions side by side,
 # each with its own projections.

@@ -311,8 +311,8 @@ for label, seconds in timings.items():
 # pass is the cheapest: a few large matrix products for all $T$ positions
 # at once. The cached steps do the same arithmetic in $T$ small pieces,
 # paying Python overhead for each. Recomputing every prefix repeats the
-# encoder and the whole prefix at each step, $O(T^2)$ work, and is many times
-# slower.
+# encoder and the whole prefix at each step, $O(T^2)$ work, and is several
+# times slower than either.
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3))
@@ -350,7 +350,7 @@ print(f"\n{len(results)} tensors, {sum(r.passed for r in results)} pass, worst r
 
 # %% [markdown]
 # Every parameter of Figure 1, from the source embedding to the generator,
-# agrees with central differences to about ten digits.
+# agrees with central differences to about nine digits or better.
 #
 # ## 6. The decoder-only sibling
 #

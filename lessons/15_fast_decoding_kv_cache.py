@@ -85,9 +85,11 @@ print("logits of 5 tokens:", short.shape, "| of 6 tokens:", longer.shape)
 print("largest change at the first 5 positions:", np.abs(longer[:, :5] - short).max())
 
 # %% [markdown]
-# The first five positions are the same, here bit for bit (another BLAS
-# library may add in another order and differ in the last bits). So
-# recomputing them is wasted work. Without a cache, step $t$ of
+# The first five positions are the same up to float64 rounding, $10^{-15}$:
+# not bit for bit, because attention's softmax shifts a head's scores by
+# their largest one (lesson 5), which the sixth position can change, and a
+# different shift rounds differently in the last bits. So recomputing them
+# is wasted work. Without a cache, step $t$ of
 # every decoder layer
 #
 # * projects all $t$ positions to queries, keys and values, and runs the
