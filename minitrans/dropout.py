@@ -54,18 +54,20 @@ class Dropout(Module):
             return x
         keep = self._draw_keep_mask(x.shape)
         self.cache = (keep, x.shape)
-        y = x * keep
-        y *= 1.0 / (1.0 - self.p)  # in place: one new array, not two
-        return y
+        return self._masked(x, keep)
 
     def backward(self, dy):
         keep, x_shape = self.saved()
         checks.check_same_shape("dy", dy, x_shape)
         if keep is None:
             return dy
-        dx = dy * keep
-        dx *= 1.0 / (1.0 - self.p)
-        return dx
+        return self._masked(dy, keep)
+
+    def _masked(self, a, keep):
+        """a * m / (1 - p): the forward's and the backward's one formula."""
+        result = a * keep
+        result *= 1.0 / (1.0 - self.p)  # in place: one new array, not two
+        return result
 
     def _draw_keep_mask(self, shape):
         """m ~ Bernoulli(1 - p), as a boolean array.

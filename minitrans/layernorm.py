@@ -1,8 +1,8 @@
 """Layer normalisation over the feature axis (Ba, Kiros and Hinton, 2016)."""
 
-from minitrans import backend, checks, init
+from minitrans import checks, init
 from minitrans.module import Module
-from minitrans.sums import mean_last, sum_leading
+from minitrans.sums import dot_last, dot_leading, mean_last, sum_leading
 
 
 class LayerNorm(Module):
@@ -42,12 +42,11 @@ class LayerNorm(Module):
     def forward(self, x):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["gamma"].dtype)
         checks.check_finite("x", x)
-        xp = backend.get_xp()
         mu = mean_last(x)  # x.mean(axis=-1, keepdims=True), see minitrans.sums
         x_hat = x - mu  # centred for now; normalised in place below
-        # var = mean(x_hat^2): each row's dot product with itself, by einsum,
-        # which forms no (..., D) array of squares (5x faster than that)
-        var = xp.einsum("...d,...d->...", x_hat, x_hat)[..., None] * (1.0 / self.d_model)
+        # var = mean(x_hat^2): each row's dot product with itself, with no
+        # (..., D) array of squares
+        var = dot_last(x_hat, x_hat) * (1.0 / self.d_model)
         inv_std = 1.0 / (var + self.eps) ** 0.5
         x_hat *= inv_std
         self.cache = (x_hat, inv_std)
@@ -58,18 +57,14 @@ class LayerNorm(Module):
     def backward(self, dy):
         x_hat, inv_std = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
-        xp, scale = backend.get_xp(), 1.0 / self.d_model
         gamma = self.params["gamma"]
-        # dgamma = sum over positions of dy * x_hat: einsum forms no dy * x_hat array
-        rows = (-1, self.d_model)
-        self.grads["gamma"] += xp.einsum("nd,nd->d", dy.reshape(rows), x_hat.reshape(rows))
+        self.grads["gamma"] += dot_leading(dy, x_hat)  # sum over positions of dy * x_hat
         self.grads["beta"] += sum_leading(dy)
         # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) * inv_std,
-        # with dx_hat = dy * gamma; each row's means by a product with a
-        # vector and by einsum (a dot product per row)
+        # with dx_hat = dy * gamma; both means per row, see minitrans.sums
         dx = dy * gamma  # dx_hat for now, dx in place below
         mean_dx_hat = mean_last(dx)
-        mean_dx_hat_x_hat = xp.einsum("...d,...d->...", dx, x_hat)[..., None] * scale
+        mean_dx_hat_x_hat = dot_last(dx, x_hat) * (1.0 / self.d_model)
         correction = x_hat * mean_dx_hat_x_hat
         correction += mean_dx_hat
         dx -= correction

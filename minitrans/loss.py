@@ -64,10 +64,10 @@ class LabelSmoothedCrossEntropy(Module):
             raise ValueError(f"pad_id: expected a non-negative integer or None, got {pad_id!r}")
         self.eps = float(label_smoothing)
         self.pad_id = pad_id
-        self._probs_buffer = None  # see _probs_array
+        self._exps_buffer = None  # see _exps_array
 
     def moved(self):
-        self._probs_buffer = None  # made again on the new device
+        self._exps_buffer = None  # made again on the new device
 
     def forward(self, logits, targets):
         checks.check_array("logits", logits, min_ndim=1)
@@ -81,7 +81,7 @@ class LabelSmoothedCrossEntropy(Module):
         # target's log p and the mean log p), so the (..., V) array of log p
         # is never formed. Backward needs softmax p = exp(shifted) / total:
         # it keeps exp(shifted) and total, and divides as it goes.
-        shifted = xp.subtract(logits, logits.max(axis=-1, keepdims=True), out=self._probs_array(logits))
+        shifted = xp.subtract(logits, logits.max(axis=-1, keepdims=True), out=self._exps_array(logits))
         target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
         mean_shifted = mean_last(shifted)[..., 0]  # sums as matrix products: see minitrans.sums
         exps = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
@@ -114,16 +114,16 @@ class LabelSmoothedCrossEntropy(Module):
         rows[xp.arange(rows.shape[0]), targets.reshape(-1)] -= row_weights.reshape(-1) * (1.0 - self.eps)
         return dlogits
 
-    def _probs_array(self, logits):
+    def _exps_array(self, logits):
         """An array the shape of the logits, (..., V), for exp(shifted): the
         same one from step to step. A fresh one would be fresh memory every
         step, which the system hands out page by page on first touch: on the
         base config's (2048, 8000) logits, 65 MB and about 10 ms a step
         (benchmarks/README.md). Only this layer's cache holds it."""
-        buffer = self._probs_buffer
+        buffer = self._exps_buffer
         if (buffer is None or buffer.shape != logits.shape or buffer.dtype != logits.dtype
                 or type(buffer) is not type(logits)):
-            buffer = self._probs_buffer = backend.get_xp().empty_like(logits)
+            buffer = self._exps_buffer = backend.get_xp().empty_like(logits)
         return buffer
 
     def _weights(self, targets, dtype):

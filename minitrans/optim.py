@@ -55,7 +55,7 @@ class Optimizer:
             self.init_state(name, param)
             pieces += [(name, param, grad, part) for part in self._blocks(param, grad)]
         # largest first, so that the threads run out of work at about the same time
-        pieces.sort(key=lambda piece: -_piece_size(piece))
+        pieces.sort(key=lambda piece: -block(piece[1], piece[3]).size)
         for _ in self._map(lambda piece: self.update(*piece, lr=float(lr)), pieces):
             pass  # consuming the results re-raises an error from a thread
         return lr
@@ -89,11 +89,6 @@ def block(array, part):
     """The flat slice ``part`` of ``array``, a view that writes through
     (``part`` None: the array itself)."""
     return array if part is None else array.reshape(-1)[part]
-
-
-def _piece_size(piece):
-    _, param, _, part = piece
-    return param.size if part is None else len(range(*part.indices(param.size)))
 
 
 class SGD(Optimizer):

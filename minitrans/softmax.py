@@ -11,7 +11,7 @@ that it agrees with ``softmax`` and ``masked_softmax``, the clear versions.
 """
 
 from minitrans import backend
-from minitrans.sums import sum_along, sum_last
+from minitrans.sums import dot_last, sum_along
 
 
 def softmax(z, axis=-1):
@@ -30,8 +30,8 @@ def softmax_backward(y, dy, axis=-1, out=None):
     array the size of y fewer to allocate.
     """
     xp = backend.get_xp()
-    if axis in (-1, y.ndim - 1):  # each row's dot product, without a dy * y array
-        row_sums = xp.einsum("...k,...k->...", dy, y)[..., None]
+    if axis in (-1, y.ndim - 1):
+        row_sums = dot_last(dy, y)  # each row's dot product, without a dy * y array
     else:
         row_sums = sum_along(dy * y, axis)
     if out is None:
@@ -50,10 +50,23 @@ def masked_softmax(z, mask, axis=-1):
     """
     xp = backend.get_xp()
     e = xp.where(mask, z, -xp.inf)
+    # in place: e is the fresh array from where(); exp(-inf) = 0 for masked entries
+    return _exp_normalised(e, _row_max(e, axis), axis)
+
+
+def _row_max(e, axis):
+    """Each row's maximum, 0 for a row with every entry masked (-inf)."""
+    xp = backend.get_xp()
     row_max = e.max(axis=axis, keepdims=True)
-    row_max = xp.where(xp.isfinite(row_max), row_max, 0.0)  # fully masked rows
-    e -= row_max  # in place: e is the fresh array from where()
-    xp.exp(e, out=e)  # exp(-inf) = 0 for masked entries
+    return xp.where(xp.isfinite(row_max), row_max, 0.0)
+
+
+def _exp_normalised(e, shift, axis):
+    """exp(e - shift) / its sum along ``axis``, in e's own array; a row whose
+    exponentials are all 0 (every entry masked) stays all zeros."""
+    xp = backend.get_xp()
+    e -= shift
+    xp.exp(e, out=e)
     total = sum_along(e, axis)
     e /= xp.where(total > 0, total, 1.0)
     return e
@@ -100,16 +113,8 @@ def softmax_in_place(z, mask=None):
     widest_spread = (top - z.min(axis=block_axes, keepdims=True)).max()
     if mask is not None:
         xp.copyto(z, -xp.inf, where=~mask)  # exp(-inf) = 0: masked entries drop out
-    if float(widest_spread) <= SHARED_SHIFT_SPREAD:
-        shift = top
-    else:
-        shift = z.max(axis=-1, keepdims=True)
-        shift[~xp.isfinite(shift)] = 0.0  # rows with every entry masked
-    z -= shift
-    xp.exp(z, out=z)
-    total = sum_last(z)
-    z /= xp.where(total > 0, total, 1.0)
-    return z
+    shift = top if float(widest_spread) <= SHARED_SHIFT_SPREAD else _row_max(z, -1)
+    return _exp_normalised(z, shift, -1)
 
 
 def log_softmax(z, axis=-1):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.sums import mean_last, sum_last, sum_leading
+from minitrans.sums import dot_last, dot_leading, mean_last, sum_last, sum_leading
 
 SHAPES = [(7,), (3, 5), (2, 3, 4), (2, 2, 3, 6), (0, 4), (3, 0, 4)]
 
@@ -35,3 +35,14 @@ def test_sum_along_any_axis_equals_the_plain_reduction(backend_name, randn, axis
     x = randn(2, 3, 4)
     np.testing.assert_allclose(minitrans.to_numpy(sum_along(x, axis)),
                                minitrans.to_numpy(x).sum(axis=axis, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_each_dot_product_equals_the_product_and_a_plain_sum(backend_name, randn, shape):
+    a, b = randn(*shape) * 3.0 + 1.0, randn(*shape)
+    product = minitrans.to_numpy(a) * minitrans.to_numpy(b)
+    for fast, plain in ((dot_last, product.sum(axis=-1, keepdims=True)),
+                        (dot_leading, product.reshape(-1, shape[-1]).sum(axis=0))):
+        result = fast(a, b)
+        assert result.dtype == a.dtype and result.shape == plain.shape, fast.__name__
+        np.testing.assert_allclose(minitrans.to_numpy(result), plain, rtol=1e-5, atol=1e-5, err_msg=fast.__name__)
