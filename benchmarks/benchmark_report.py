@@ -45,6 +45,25 @@ def training_table(results):
     return "\n".join(lines)
 
 
+def products_table(results):
+    """Each step split into its matrix products, timed alone by each
+    library, and the rest: how much of the ratio is the BLAS library."""
+    lines = ["| config | matrix products alone: minitrans (NumPy) / PyTorch (ratio) "
+             "| the rest of the step: minitrans / PyTorch (ratio) |",
+             "| --- | --- | --- |"]
+    for name, result in results["configs"].items():
+        alone = result.get("products_alone")
+        if not alone:
+            continue
+        steps = {label: statistics.median(times) for label, times in result["times"].items()}
+        rest = {label: steps[label] - alone[label] for label in steps}
+        lines.append(
+            f"| {name} | {alone['minitrans'] * 1e3:.0f} / {alone['torch'] * 1e3:.0f} ms "
+            f"({alone['minitrans'] / alone['torch']:.2f}) "
+            f"| {rest['minitrans'] * 1e3:.0f} / {rest['torch'] * 1e3:.0f} ms ({rest['minitrans'] / rest['torch']:.2f}) |")
+    return "\n".join(lines) if len(lines) > 2 else None
+
+
 def decoding_table(decoding):
     cached, recomputed = min(decoding["cached"]), min(decoding["recomputed"])
     same = decoding["cached_tokens"] == decoding["recomputed_tokens"]
@@ -68,6 +87,9 @@ def report(results):
               f"PyTorch {machine['torch']}; float32. Matrix-product peak measured in this run: "
               f"{results['peak_flops'] / 1e9:.0f} GFLOP/s.")
     parts = [header, "", training_table(results)]
+    products = products_table(results)
+    if products:
+        parts += ["", products]
     if "decoding" in results:
         parts += ["", decoding_table(results["decoding"])]
     return "\n".join(parts)

@@ -84,8 +84,18 @@ class MinitransRunner:
         for _ in range(steps):
             self.step()
         elapsed = time.perf_counter() - start
+        products = [[*key, count // steps] for key, count in TimedArray.products.items()]
         return {"matmul_seconds": TimedArray.seconds / steps, "matmul_flops": TimedArray.flops / steps,
-                "step_seconds": elapsed / steps}
+                "step_seconds": elapsed / steps, "products": products}
+
+    def time_products(self, products):
+        """This step's matrix products timed alone, by NumPy (or CuPy): the
+        same list the other worker times with PyTorch."""
+        from matmul_timer import time_products
+
+        xp = self.minitrans.get_xp()
+        synchronize = xp.cuda.Device().synchronize if self.device == "gpu" else (lambda: None)
+        return time_products(products, xp.matmul, self.minitrans.to_device, synchronize)
 
     def decode(self, cache):
         from minitrans.decoding import greedy
@@ -159,6 +169,14 @@ class TorchRunner:
         tokens = prefix[:, 1:].cpu().numpy()
         return {"seconds": time.perf_counter() - start, "tokens": tokens.tolist()}
 
+    def time_products(self, products):
+        """minitrans's list of matrix products timed alone, by PyTorch."""
+        from matmul_timer import time_products
+
+        torch = self.torch
+        synchronize = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        return time_products(products, torch.matmul, lambda a: torch.from_numpy(a).to(self.device), synchronize)
+
     def memory(self):
         if self.device.type == "cuda":
             return {"device_bytes": self.torch.cuda.max_memory_allocated()}
@@ -188,6 +206,8 @@ def serve(kind, sizes, device, threads):
             answer = runner.decode(request["cache"])
         elif action == "beam":
             answer = runner.beam()
+        elif action == "products":
+            answer = {"seconds": runner.time_products(request["products"])}  # one per product
         elif action == "memory":
             answer = {"peak_rss": peak_rss_bytes(), "baseline_rss": baseline, **runner.memory()}
         else:

@@ -30,6 +30,11 @@ CONFIGS = {  # name: model sizes, sequence length (source and target), batch
 }
 STEPS_PER_TURN = {"tiny": 8, "small": 4, "base": 2, "copy": 2}
 WARMUP_STEPS = 3
+# OpenBLAS's threads keep running for about 0.1 s after a matrix product,
+# waiting for the next one, and take CPU from whatever runs then: PyTorch's
+# turn, if it came straight after minitrans's. The parent waits this long
+# before every turn (benchmarks/README.md, "How it measures").
+PAUSE_SECONDS = 0.3
 SPECIALS = 4  # ids 0..3 are <pad>, <bos>, <eos>, <unk>; the batches use the others
 
 
@@ -91,12 +96,30 @@ def compare_training(name, args):
         worker.ask({"do": "train", "steps": WARMUP_STEPS})
     for _ in range(args.rounds):
         for label, worker in (("minitrans", ours), ("torch", theirs)):
+            time.sleep(args.pause)
             times[label] += worker.ask({"do": "train", "steps": STEPS_PER_TURN[name]})["times"]
     profile = ours.ask({"do": "profile", "steps": 2})
+    products_alone = None
+    if profile.get("products"):
+        products_alone = time_products_alone(profile["products"], ours, theirs, args.pause)
     memory = {label: worker.ask({"do": "memory"}) for label, worker in (("minitrans", ours), ("torch", theirs))}
     ours.close()
     theirs.close()
-    return {"times": times, "profile": profile, "memory": memory}
+    return {"times": times, "profile": profile, "products_alone": products_alone, "memory": memory}
+
+
+def time_products_alone(products, ours, theirs, pause, rounds=3):
+    """Seconds per step of minitrans's matrix products, each timed alone by
+    each library: the best of ``rounds`` turns of the whole list per
+    product (A B A B ...), times how often a step computes it."""
+    best = {"minitrans": [float("inf")] * len(products), "torch": [float("inf")] * len(products)}
+    for _ in range(rounds):
+        for label, worker in (("minitrans", ours), ("torch", theirs)):
+            time.sleep(pause)
+            seconds = worker.ask({"do": "products", "products": products})["seconds"]
+            best[label] = [min(old, new) for old, new in zip(best[label], seconds)]
+    counts = [product[-1] for product in products]
+    return {label: sum(count * seconds for count, seconds in zip(counts, times)) for label, times in best.items()}
 
 
 def compare_decoding(args):
@@ -107,6 +130,7 @@ def compare_decoding(args):
                                        ("recomputed", ours, {"do": "decode", "cache": False}),
                                        ("beam4", ours, {"do": "beam"}),
                                        ("torch", theirs, {"do": "decode", "cache": False})):
+            time.sleep(args.pause)
             answer = worker.ask(request)
             result.setdefault(label, []).append(answer["seconds"])
             result.setdefault(f"{label}_tokens", answer.get("tokens"))
@@ -121,6 +145,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="turns of each implementation per config (default 5)")
     parser.add_argument("--threads", type=int, default=2, help="threads for both libraries (default 2)")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--pause", type=float, default=PAUSE_SECONDS,
+                        help=f"seconds to wait before each turn (default {PAUSE_SECONDS})")
     parser.add_argument("--no-decoding", action="store_true", help="skip the decoding comparison")
     parser.add_argument("--quick", action="store_true", help="one round, the tiny config: a smoke run")
     parser.add_argument("--json", help="also write the raw measurements here")
@@ -135,6 +161,9 @@ def main():
     unknown = [name for name in names if name not in CONFIGS]
     if unknown:
         parser.error(f"--configs: unknown {unknown}, expected some of {list(CONFIGS)}")
+    for option, value, lowest in (("--rounds", args.rounds, 1), ("--threads", args.threads, 1), ("--pause", args.pause, 0)):
+        if not value >= lowest:
+            parser.error(f"{option}: expected a number >= {lowest}, got {value}")
     if args.quick:
         args.rounds = 1
     os.environ.update(thread_env(args.threads))
