@@ -1,6 +1,6 @@
 """minitrans against PyTorch on the same model, in the same run.
 
-    python benchmarks/vs_pytorch.py                     # four configs and decoding, about 5 minutes on 2 cores
+    python benchmarks/vs_pytorch.py                     # four configs and decoding, about 3 minutes on 2 cores
     python benchmarks/vs_pytorch.py --configs tiny,copy --rounds 3
     python benchmarks/vs_pytorch.py --device gpu        # CuPy against PyTorch CUDA
     python benchmarks/vs_pytorch.py --quick             # a smoke run: checks the script, not the speed
