@@ -2,8 +2,9 @@
 
 The layers write products as ``a @ b`` or ``xp.matmul(a, b, out=...)``,
 which no Python profiler sees. A model whose arrays are all ``TimedArray``
-(``model.apply_to_arrays(lambda a: a.view(TimedArray))``) computes exactly
-as before, and every product adds its seconds and its floating-point
+(``model.apply_to_arrays(lambda a: a.view(TimedArray))``) computes the same
+functions as before (its dropout masks start again: moving the arrays
+resets the generators), and every product adds its seconds and its floating-point
 operations (2 m n k for an (m, k) by (k, n) product, for each matrix of a
 batch) to the class's totals, and its operands' shapes and layouts to
 ``products``: the list of products a step computes, which ``time_products``
