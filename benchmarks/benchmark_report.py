@@ -13,6 +13,11 @@ def _mark(ok):
     return "yes" if ok else "**no**"
 
 
+def median_steps(result):
+    """The median step time of each library, in seconds, for one config."""
+    return {label: statistics.median(times) for label, times in result["times"].items()}
+
+
 def training_table(results):
     from vs_pytorch import CONFIGS
 
@@ -23,8 +28,8 @@ def training_table(results):
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, result in results["configs"].items():
         sizes = CONFIGS[name]
-        ours = statistics.median(result["times"]["minitrans"])
-        theirs = statistics.median(result["times"]["torch"])
+        steps = median_steps(result)
+        ours, theirs = steps["minitrans"], steps["torch"]
         ratio = ours / theirs
         tokens = sizes["batch"] * sizes["length"]
         profile = result["profile"]
@@ -55,7 +60,7 @@ def products_table(results):
         alone = result.get("products_alone")
         if not alone:
             continue
-        steps = {label: statistics.median(times) for label, times in result["times"].items()}
+        steps = median_steps(result)
         rest = {label: steps[label] - alone[label] for label in steps}
         lines.append(
             f"| {name} | {alone['minitrans'] * 1e3:.0f} / {alone['torch'] * 1e3:.0f} ms "

@@ -63,6 +63,7 @@ class Worker:
     """A child process that runs one implementation; one JSON line per request."""
 
     def __init__(self, kind, config, args):
+        self.pause = args.pause
         env = {**os.environ, **thread_env(args.threads)}
         command = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--config", config,
                    "--threads", str(args.threads), "--device", args.device]
@@ -77,6 +78,12 @@ class Worker:
         if not line:
             raise RuntimeError(f"a benchmark worker died (exit status {self.process.wait()})")
         return json.loads(line)
+
+    def turn(self, request):
+        """``ask``, after the pause that lets the other worker's BLAS
+        threads go to sleep (see PAUSE_SECONDS): for every timed request."""
+        time.sleep(self.pause)
+        return self.ask(request)
 
     def close(self):
         self.process.stdin.close()
@@ -96,27 +103,25 @@ def compare_training(name, args):
         worker.ask({"do": "train", "steps": WARMUP_STEPS})
     for _ in range(args.rounds):
         for label, worker in (("minitrans", ours), ("torch", theirs)):
-            time.sleep(args.pause)
-            times[label] += worker.ask({"do": "train", "steps": STEPS_PER_TURN[name]})["times"]
+            times[label] += worker.turn({"do": "train", "steps": STEPS_PER_TURN[name]})["times"]
     profile = ours.ask({"do": "profile", "steps": 2})
     products_alone = None
     if profile.get("products"):
-        products_alone = time_products_alone(profile["products"], ours, theirs, args.pause)
+        products_alone = time_products_alone(profile["products"], ours, theirs)
     memory = {label: worker.ask({"do": "memory"}) for label, worker in (("minitrans", ours), ("torch", theirs))}
     ours.close()
     theirs.close()
     return {"times": times, "profile": profile, "products_alone": products_alone, "memory": memory}
 
 
-def time_products_alone(products, ours, theirs, pause, rounds=3):
+def time_products_alone(products, ours, theirs, rounds=3):
     """Seconds per step of minitrans's matrix products, each timed alone by
     each library: the best of ``rounds`` turns of the whole list per
     product (A B A B ...), times how often a step computes it."""
     best = {"minitrans": [float("inf")] * len(products), "torch": [float("inf")] * len(products)}
     for _ in range(rounds):
         for label, worker in (("minitrans", ours), ("torch", theirs)):
-            time.sleep(pause)
-            seconds = worker.ask({"do": "products", "products": products})["seconds"]
+            seconds = worker.turn({"do": "products", "products": products})["seconds"]
             best[label] = [min(old, new) for old, new in zip(best[label], seconds)]
     counts = [product[-1] for product in products]
     return {label: sum(count * seconds for count, seconds in zip(counts, times)) for label, times in best.items()}
@@ -130,8 +135,7 @@ def compare_decoding(args):
                                        ("recomputed", ours, {"do": "decode", "cache": False}),
                                        ("beam4", ours, {"do": "beam"}),
                                        ("torch", theirs, {"do": "decode", "cache": False})):
-            time.sleep(args.pause)
-            answer = worker.ask(request)
+            answer = worker.turn(request)
             result.setdefault(label, []).append(answer["seconds"])
             result.setdefault(f"{label}_tokens", answer.get("tokens"))
     ours.close()
