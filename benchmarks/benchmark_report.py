@@ -87,7 +87,10 @@ def decoding_table(decoding):
 
 def report(results):
     machine = results["machine"]
-    header = (f"{machine['date']}, {machine['cpu']} with {machine['cores']} cores, {machine['threads']} threads, "
+    workers = machine.get("workers", 1)  # not recorded before the workers came
+    split = (f" (minitrans: {workers} worker threads, each on a part of the batch with "
+             f"{max(1, machine['threads'] // workers)} BLAS thread(s))" if workers > 1 else "")
+    header = (f"{machine['date']}, {machine['cpu']} with {machine['cores']} cores, {machine['threads']} threads{split}, "
               f"device {machine['device']}; Python {machine['python']}, NumPy {machine['numpy']}, "
               f"PyTorch {machine['torch']}; float32. Matrix-product peak measured in this run: "
               f"{results['peak_flops'] / 1e9:.0f} GFLOP/s.")

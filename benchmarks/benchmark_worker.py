@@ -46,10 +46,15 @@ def model_config(sizes, max_len):
 
 
 class MinitransRunner:
-    def __init__(self, sizes, device):
+    """minitrans's training step as the Trainer runs it: the batch split over
+    ``workers`` threads (minitrans.parallel), each with ``threads // workers``
+    BLAS threads, so that it uses ``threads`` threads in all, as PyTorch does."""
+
+    def __init__(self, sizes, device, threads=2, workers=None):
         import minitrans
         from minitrans.loss import LabelSmoothedCrossEntropy
         from minitrans.optim import Adam
+        from minitrans.parallel import DataParallel
         from minitrans.transformer import Transformer
 
         minitrans.use("cupy" if device == "gpu" else "numpy", dtype="float32")
@@ -57,6 +62,8 @@ class MinitransRunner:
         self.model = Transformer(model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1), rng=0)
         self.optimizer = Adam(self.model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
         self.loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=0)
+        workers = (1 if device == "gpu" else threads) if workers is None else workers
+        self.parallel = DataParallel(self.model, self.loss_fn, workers, blas_threads=max(1, threads // workers))
         self.batches = [tuple(map(minitrans.to_device, batch)) for batch in make_batches(sizes)]
         self.count = 0
 
@@ -64,14 +71,20 @@ class MinitransRunner:
         src, tgt_in, tgt_out = self.batches[self.count % BATCHES]
         self.count += 1
         self.model.zero_grad()
-        loss = self.loss_fn.forward(self.model.forward(src, tgt_in), tgt_out)
-        self.model.backward(self.loss_fn.backward())
+        loss = self.parallel.forward_backward((src, tgt_in), tgt_out)
         self.optimizer.step()
         return float(loss)  # waits for the device
 
     def profile(self, steps):
         """Seconds and FLOPs in matrix products per step: every array of the
-        model becomes a TimedArray, whose @ is timed and counted."""
+        model becomes a TimedArray, whose @ is timed and counted.
+
+        With W workers, W threads compute products at once: the seconds are
+        the threads' time in products divided by W, the share of each
+        thread's step. The list of products is kept only with one worker:
+        then the products run one at a time, with every BLAS thread, as they
+        do when each is timed alone, so the step splits into the products
+        and the rest."""
         if self.device == "gpu":
             return {"matmul_seconds": None, "matmul_flops": None, "step_seconds": None}
         from matmul_timer import TimedArray
@@ -84,9 +97,10 @@ class MinitransRunner:
         for _ in range(steps):
             self.step()
         elapsed = time.perf_counter() - start
-        products = [[*key, count // steps] for key, count in TimedArray.products.items()]
-        return {"matmul_seconds": TimedArray.seconds / steps, "matmul_flops": TimedArray.flops / steps,
-                "step_seconds": elapsed / steps, "products": products}
+        workers = self.parallel.workers
+        products = [[*key, count // steps] for key, count in TimedArray.products.items()] if workers == 1 else None
+        return {"matmul_seconds": TimedArray.seconds / steps / workers, "matmul_flops": TimedArray.flops / steps,
+                "step_seconds": elapsed / steps, "products": products, "workers": workers}
 
     def time_products(self, products):
         """This step's matrix products timed alone, by NumPy (or CuPy): the
@@ -183,11 +197,12 @@ class TorchRunner:
         return {}
 
 
-def serve(kind, sizes, device, threads):
+def serve(kind, sizes, device, threads, workers=None):
     answers = sys.stdout
     sys.stdout = sys.stderr  # keep the answer channel clean of anything the libraries print
     baseline = rss_bytes()  # after importing NumPy, before the library under test
-    runner = MinitransRunner(sizes, device) if kind == "minitrans" else TorchRunner(sizes, device, threads)
+    runner = (MinitransRunner(sizes, device, threads, workers) if kind == "minitrans"
+              else TorchRunner(sizes, device, threads))
     for line in sys.stdin:
         request = json.loads(line)
         action = request["do"]

@@ -9,10 +9,12 @@ operations (2 m n k for an (m, k) by (k, n) product, for each matrix of a
 batch) to the class's totals, and its operands' shapes and layouts to
 ``products``: the list of products a step computes, which ``time_products``
 times alone. Results of other operations stay TimedArray, so the whole
-forward, backward and optimiser step are covered.
+forward, backward and optimiser step are covered. With several worker
+threads, ``seconds`` adds up the time each thread spent in products.
 """
 
 import collections
+import threading
 import time
 
 import numpy as np
@@ -22,6 +24,7 @@ class TimedArray(np.ndarray):
     seconds = 0.0
     flops = 0
     products = collections.Counter()  # (a shape, b shape, a layout, b layout): how many
+    lock = threading.Lock()  # worker threads add to the totals at once
 
     @classmethod
     def reset(cls):
@@ -55,9 +58,11 @@ def _timed(x):
 def _timed_matmul(a, b, **kwargs):
     start = time.perf_counter()
     out = np.matmul(a, b, **kwargs)
-    TimedArray.seconds += time.perf_counter() - start
-    TimedArray.flops += 2 * out.size * np.shape(a)[-1]
-    TimedArray.products[(np.shape(a), np.shape(b), layout(a), layout(b))] += 1
+    seconds = time.perf_counter() - start
+    with TimedArray.lock:
+        TimedArray.seconds += seconds
+        TimedArray.flops += 2 * out.size * np.shape(a)[-1]
+        TimedArray.products[(np.shape(a), np.shape(b), layout(a), layout(b))] += 1
     return out
 
 

@@ -3,10 +3,13 @@
     python benchmarks/vs_pytorch.py                     # four configs and decoding, about 3 minutes on 2 cores
     python benchmarks/vs_pytorch.py --configs tiny,copy --rounds 3
     python benchmarks/vs_pytorch.py --device gpu        # CuPy against PyTorch CUDA
+    python benchmarks/vs_pytorch.py --workers 1         # minitrans without splitting its batches
     python benchmarks/vs_pytorch.py --quick             # a smoke run: checks the script, not the speed
 
 Each implementation runs in a worker process of its own (so that each has
-its own peak memory), with the same number of threads. The parent asks them
+its own peak memory), with the same number of threads: PyTorch's own
+threads, and minitrans's training step as its Trainer runs it, the batch
+split over that many worker threads (minitrans.parallel). The parent asks them
 for steps in turn, A B A B ..., so that a slow minute of the machine hits
 both alike, and reports the median step time of each and their ratio. See
 benchmarks/README.md for what every column means.
@@ -67,6 +70,8 @@ class Worker:
         env = {**os.environ, **thread_env(args.threads)}
         command = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--config", config,
                    "--threads", str(args.threads), "--device", args.device]
+        if args.workers is not None:
+            command += ["--workers", str(args.workers)]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         text=True, env=env)
         self.ask({"do": "ready"})
@@ -148,6 +153,9 @@ def main():
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
     parser.add_argument("--rounds", type=int, default=5, help="turns of each implementation per config (default 5)")
     parser.add_argument("--threads", type=int, default=2, help="threads for both libraries (default 2)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="minitrans's worker threads (default: --threads on cpu, 1 on gpu), "
+                             "each with --threads / --workers BLAS threads")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--pause", type=float, default=PAUSE_SECONDS,
                         help=f"seconds to wait before each turn (default {PAUSE_SECONDS})")
@@ -160,14 +168,18 @@ def main():
     if args.worker:
         from benchmark_worker import serve  # noqa: E402  (imports the libraries)
 
-        return serve(args.worker, CONFIGS[args.config], args.device, args.threads)
+        return serve(args.worker, CONFIGS[args.config], args.device, args.threads, args.workers)
     names = ["tiny"] if args.quick else args.configs.split(",")
     unknown = [name for name in names if name not in CONFIGS]
     if unknown:
         parser.error(f"--configs: unknown {unknown}, expected some of {list(CONFIGS)}")
-    for option, value, lowest in (("--rounds", args.rounds, 1), ("--threads", args.threads, 1), ("--pause", args.pause, 0)):
-        if not value >= lowest:
+    checked = (("--rounds", args.rounds, 1), ("--threads", args.threads, 1), ("--pause", args.pause, 0),
+               ("--workers", args.workers, 1))
+    for option, value, lowest in checked:
+        if value is not None and not value >= lowest:
             parser.error(f"{option}: expected a number >= {lowest}, got {value}")
+    if args.device == "gpu" and args.workers not in (None, 1):
+        parser.error(f"--workers: expected 1 with --device gpu, got {args.workers}")
     if args.quick:
         args.rounds = 1
     os.environ.update(thread_env(args.threads))
@@ -192,7 +204,8 @@ def machine(args):
 
     return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
-            "threads": args.threads, "device": args.device, "date": time.strftime("%Y-%m-%d")}
+            "threads": args.threads, "device": args.device, "date": time.strftime("%Y-%m-%d"),
+            "workers": args.workers or (1 if args.device == "gpu" else args.threads)}
 
 
 if __name__ == "__main__":

@@ -179,6 +179,8 @@ class _Proxy:
         self._label = label
 
     def __getattr__(self, name):
+        if name in ("_target", "_label"):  # not set yet: a copy under construction
+            raise AttributeError(name)
         attribute = getattr(self._target, name)
         if name == "ndarray":
             return StrictArray

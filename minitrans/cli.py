@@ -67,6 +67,8 @@ def build_parser():
     train.add_argument("--eval-every", type=_positive_int)
     train.add_argument("--target", type=float, dest="target_exact_match", help="stop at this exact match (0-1)")
     train.add_argument("--seed", type=_non_negative_int, default=0)
+    train.add_argument("--workers", type=_positive_int,
+                       help="threads, each training on a shard of every batch (default 2 on cpu, 1 on gpu)")
     train.add_argument("--d-model", type=_positive_int)
     train.add_argument("--heads", type=_positive_int, dest="h")
     train.add_argument("--layers", type=_positive_int, dest="N")
@@ -127,7 +129,7 @@ def train_command(args):
     else:
         out = args.out or os.path.join("runs", args.task)
         settings = {k: getattr(args, k) for k in ("steps", "batch_size", "warmup", "lr_factor", "eval_every",
-                                                  "target_exact_match")}
+                                                  "target_exact_match", "workers")}
         train_config = experiment.train_config_for(args.task, data=args.data, valid=args.valid, level=args.level,
                                                    seed=args.seed, out_dir=out, **settings)
         sizes = {k: getattr(args, k) for k in ("d_model", "h", "N", "d_ff", "dropout", "tie_embeddings", "pre_norm")}

@@ -126,6 +126,13 @@ class LabelSmoothedCrossEntropy(Module):
             buffer = self._exps_buffer = backend.get_xp().empty_like(logits)
         return buffer
 
+    def num_targets(self, targets):
+        """How many targets count in the mean: those that are not ``pad_id``
+        (a Python int). ``DataParallel`` weighs each shard's loss by it."""
+        if self.pad_id is None:
+            return int(targets.size)
+        return int((targets != self.pad_id).sum())
+
     def _weights(self, targets, dtype):
         """1 / (number of non-padding targets) at each real target, 0 at padding."""
         xp = backend.get_xp()

@@ -1,6 +1,7 @@
 """Training: Adam with the paper's schedule, evaluation, checkpoints, resume.
 
-One step: take the step's batch, forward, label-smoothed loss, backward,
+One step: take the step's batch, forward, label-smoothed loss, backward (on
+the CPU each half of the batch on a thread of its own: ``minitrans.parallel``),
 clip the global gradient norm, stop if anything is not finite, update with
 Adam at the scheduled learning rate. Every ``eval_every`` steps: held-out
 loss, token accuracy and exact match (greedy decoding), a checkpoint, and an
@@ -22,6 +23,7 @@ from minitrans.data import Tokenizer
 from minitrans.dropout import Dropout
 from minitrans.loss import LabelSmoothedCrossEntropy
 from minitrans.optim import Adam, clip_grad_norm, transformer_lr
+from minitrans.parallel import DataParallel
 
 
 class TrainingError(RuntimeError):
@@ -47,6 +49,7 @@ class TrainConfig:
     eval_pairs: int = 1000  # held-out pairs decoded for exact match
     target_exact_match: float = 1.0  # stop early once reached
     seed: int = 0
+    workers: int = None  # threads, each on a shard of the batch (None: 2 on the CPU, 1 on a GPU)
     out_dir: str = "runs/run"
 
     def __post_init__(self):
@@ -56,6 +59,9 @@ class TrainConfig:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed: expected a non-negative integer, got {self.seed!r}")
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 1):
+            raise ValueError(f"workers: expected a positive integer or None, got {self.workers!r}")
         if self.level not in Tokenizer.LEVELS:
             raise ValueError(f"level: expected one of {Tokenizer.LEVELS}, got {self.level!r}")
         _check_number("lr_factor", self.lr_factor, "a finite positive number", lambda v: 0 < v < math.inf)
@@ -80,6 +86,7 @@ class Trainer:
         self.log, self.progress = log, progress
         self.optimizer = Adam(model, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay)
         self.loss_fn = LabelSmoothedCrossEntropy(config.label_smoothing, pad_id=model.config.pad_id)
+        self.parallel = DataParallel(model, self.loss_fn, config.workers)
         self.step = 0
         self.history = {"step": [], "loss": [], "lr": [], "grad_norm": []}
         self.evaluations = []
@@ -102,20 +109,18 @@ class Trainer:
 
     def train_step(self):
         step = self.step + 1
-        for module in self.model.modules():
+        for module in self.parallel.modules():  # the model's and its replicas'
             if isinstance(module, Dropout):
                 module.reset_rng(step)  # this step's masks, whatever came before
         batch = self.task.make_batch(self.batch_pairs(step))
         self.model.zero_grad()
-        try:
-            logits = self.model.forward(*evaluation.model_inputs(batch))
+        try:  # forward, loss and backward, the batch split over the workers
+            loss = float(self.parallel.forward_backward(evaluation.model_inputs(batch), batch.tgt_out))
         except checks.NonFiniteError as error:  # a layer met NaN or infinity inside the model
             culprit = self._non_finite_parameter()
             where = f"parameter {culprit} holds NaN or infinity" if culprit else str(error)
             raise TrainingError(f"step {step}: inside the model, {where}; training stopped, "
                                 f"the last good checkpoint is {self._last_good()}") from None
-        loss = float(self.loss_fn.forward(logits, batch.tgt_out))
-        self.model.backward(self.loss_fn.backward())
         norm = clip_grad_norm(self.model, self.config.clip_norm or None)
         if not (math.isfinite(loss) and math.isfinite(norm)):
             raise TrainingError(

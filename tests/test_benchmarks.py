@@ -1,6 +1,7 @@
 """The benchmark's own instruments: the matrix-product timer counts every
 product a step computes (``@`` and ``matmul(..., out=)``) without changing a
-number, the products-alone table reports the right ratios, and a smoke run
+number, with several worker threads too, the products-alone table reports
+the right ratios, and a smoke run
 of ``benchmarks/vs_pytorch.py --quick`` ends with its report (skipped when
 PyTorch is absent).
 
@@ -94,7 +95,39 @@ def test_vs_pytorch_quick_run_reports():
     run = subprocess.run([sys.executable, script, "--quick", "--pause", "0"], capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "| tiny |" in run.stdout and "matrix products alone" in run.stdout
+    assert "| tiny |" in run.stdout and "2 worker threads" in run.stdout
+    assert "matrix products alone" not in run.stdout  # only with one worker: see MinitransRunner.profile
+
+
+def test_the_profile_of_a_step_with_workers():
+    """Two workers compute the same products as one, on half batches: the
+    same FLOPs are counted from both threads. Their seconds are halved into
+    a share of each thread's step; the list of products is kept only with
+    one worker, whose products run one at a time like the products alone."""
+    from benchmark_worker import MinitransRunner
+
+    import minitrans
+    from vs_pytorch import CONFIGS
+
+    profiles = {}
+    with minitrans.using("numpy", dtype="float32"):
+        for workers in (1, 2):
+            runner = MinitransRunner(CONFIGS["tiny"], "cpu", threads=2, workers=workers)
+            runner.step()
+            profiles[workers] = runner.profile(steps=1)
+    assert profiles[2]["matmul_flops"] == profiles[1]["matmul_flops"] > 0
+    for workers, profile in profiles.items():
+        assert profile["workers"] == workers
+        assert 0 < profile["matmul_seconds"] < profile["step_seconds"]
+        assert (profile["products"] is None) == (workers > 1)
+
+
+def test_vs_pytorch_refuses_workers_on_a_gpu():
+    run = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "vs_pytorch.py"), "--device", "gpu",
+                          "--workers", "2"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "--workers: expected 1 with --device gpu, got 2" in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_vs_pytorch_refuses_a_negative_pause():
