@@ -27,12 +27,15 @@
 # commands reach.
 
 # %% [markdown]
-# One practical line first. Training here is a long series of small matrix
-# products. On a 2-core machine that is also running other programs, NumPy's
-# BLAS library with one thread is faster and steadier than with two (the
-# threads wait for each other; on an idle machine the two are about as
-# fast), so we ask for one thread. This must happen before NumPy is
-# imported; delete the line to compare.
+# One practical line first. On the CPU the `Trainer` splits every batch in
+# two halves and trains them on two threads at once, one per core, each with
+# one thread of NumPy's BLAS library (lesson 18 shows how, and why the
+# gradient stays that of the whole batch). Decoding, between the training
+# steps, is a long series of small matrix products, and on a 2-core machine
+# that is also running other programs BLAS is faster and steadier with one
+# thread than with two (the threads wait for each other), so we ask for one
+# thread everywhere. This must happen before NumPy is imported; delete the
+# line to compare.
 
 # %%
 import os
@@ -94,7 +97,10 @@ print(f"train: at most {copy_config.steps} steps of {copy_config.batch_size} pai
 #    \text{one-hot} + \epsilon / V$, averaged over the non-padding targets,
 #    and its gradient;
 # 4. `model.backward(dlogits)`, then scale all gradients down together if
-#    their global norm exceeds 1;
+#    their global norm exceeds 1 (on the CPU, the forward, the loss and the
+#    backward run on each half of the batch in a thread of its own, and the
+#    halves' gradients are added, weighted by their share of the real
+#    tokens, before the clipping: lesson 18);
 # 5. an Adam step at the learning rate of §5.3,
 #    $$\text{lrate} = \text{factor} \cdot d_\text{model}^{-0.5} \cdot
 #    \min(\text{step}^{-0.5},\ \text{step} \cdot \text{warmup}^{-1.5}).$$
@@ -126,9 +132,9 @@ print(f"{copy_trainer.step} steps in {time.perf_counter() - start:.1f} s")
 # After 200 steps all 200 held-out sequences are copied exactly, and the run
 # stops. The full command, `minitrans train copy`, evaluates 1,000 held-out
 # sequences every 100 steps; with seed 0 it too stops at step 200, at
-# 100.0% of 1,000, in 10 to 15 s on a 2-core CPU. Seeds 3 and 4 also stop
-# at step 200; seeds 1 and 2 have one of the 1,000 wrong there and stop at
-# step 300.
+# 100.0% of 1,000, in about 10 s on a 2-core CPU. Seeds 3, 4 and 5 also
+# stop at step 200; seeds 1 and 2 have 4 and 1 of the 1,000 wrong there and
+# stop at step 300.
 #
 # ## The loss curve
 #
@@ -256,8 +262,8 @@ plt.show()
 # positional encoding added to it (lesson 4). Heads 1 and 3 follow the
 # diagonal exactly; heads 0 and 2 lag a position or two behind in places
 # (head 2 for most of the sequence), which is why the mean of the heads is a
-# slightly smeared diagonal
-# (the second output digit splits its weight between positions 0 and 1).
+# slightly smeared diagonal, although the brightest cell of each of its rows
+# is still on the diagonal.
 # Training stops as soon as greedy decoding is right, not when the maps are
 # clean.
 #
@@ -310,13 +316,13 @@ for source, target, output in wrong[:4]:
     print(f"  {source}\n    expected {target}\n    got      {output}")
 
 # %% [markdown]
-# Most of the mistakes are in the **verb** (the list `wrong` holds all 22;
-# 17 are in the verb): the wrong verb, or the right verb in the wrong tense
-# (`ama` for "did not love", which should be `amata`). The verb is the word
-# that moves furthest, from the middle of the English sentence to the end of
-# the translation, and its form depends on words that can be far from it
-# ("did" before "not"). The other five give a noun the adjective of the
-# other noun (`un hasto piki`, "a small horse", where only the king is
+# Most of the mistakes are in the **verb** (the list `wrong` holds all 35;
+# 33 end in the wrong verb): the wrong verb, or the right verb in the wrong
+# tense (`ama` for "did not love", which should be `amata`). The verb is the
+# word that moves furthest, from the middle of the English sentence to the
+# end of the translation, and its form depends on words that can be far
+# from it ("did" before "not"). The other two give a noun the adjective of
+# the other noun (`un hasto piki`, "a small horse", where only the king is
 # small).
 #
 # ## Scoring translations: BLEU
@@ -336,7 +342,7 @@ print(f"step {translate_trainer.step}, greedy: exact match {greedy_match:.1%}, B
 
 # %% [markdown]
 # One wrong word in 10 costs a sentence its exact match, but only a few of
-# its n-grams: 92.7% exact match is still a BLEU near 99.
+# its n-grams: 88.3% exact match is still a BLEU of 98.2.
 #
 # ## Beam search
 #
@@ -374,7 +380,7 @@ print(f"beam, K=4:      exact match {beam_match:.1%}, BLEU {beam_bleu:.1f}   ({t
 print("sentences where the two differ:", sum(g != b for g, b in zip(greedy_texts, beam_texts)))
 
 # %% [markdown]
-# Beam search did not fix a single mistake. Why? Beam search only helps
+# Beam search did not fix a single mistake (and made one of its own). Why? Beam search only helps
 # against *search errors*: a better sentence exists under the model, but
 # greedy missed it. If the model gives its wrong translation a higher
 # probability than the right one, that is a *model error* and no search can
@@ -421,14 +427,13 @@ for (source, target), output in list(zip(valid, greedy_texts))[:4]:
     print(f"  {'ok ' if output == target else 'BAD'} {source}\n      -> {output}")
 
 # %% [markdown]
-# After 125 steps 97.7% of the 300 held-out sentences are translated
-# exactly (BLEU 99.3). The full command, `minitrans train translate`,
-# evaluates 1,000 held-out sentences every 250 steps, so it never looks at
-# step 125. At its first evaluation, at step 250, while the warm-up is still
-# raising the learning rate (until step 400), the model has 97.3% exact
-# match (held-out loss 0.075, up from 0.056 at step 125 here), and 96.1% at
-# step 500; with seed 0 it stops at step 750 with 99.7% exact match and
-# BLEU 99.9, in about a minute on a 2-core CPU. On real language,
+# After 125 steps all 300 held-out sentences are translated exactly (BLEU
+# 100.0). The full command, `minitrans train translate`, evaluates 1,000
+# held-out sentences every 250 steps, so it never looks at step 125. At its
+# first evaluation, at step 250, while the warm-up is still raising the
+# learning rate (until step 400), the model has 99.8% exact match (held-out
+# loss 0.064) and BLEU 99.9, past its stopping threshold of 98%: with seed
+# 0 it stops there, in about 16 s on a 2-core CPU. On real language,
 # where a model is never this sure, beam search typically gains about a
 # BLEU point over greedy; on this task greedy already finds the sentence
 # the model prefers.
@@ -453,12 +458,12 @@ for alpha in (0.0, 0.6, 2.0):
 # %% [markdown]
 # With $\alpha = 0$ the scores are raw log-probabilities. After the right
 # translation and the same with the verb in the past (`hilpata`) come a
-# sentence that leaves out the adjective `lasu` (tired; 9 tokens with
-# `<eos>`) and then a full-length one with a wrong noun (`pilun`, birds, for
-# `dorma`, teacher). The longer hypotheses are divided by a larger
-# $\text{lp}$: at $\alpha = 0.6$ the one with the wrong noun moves up to
-# third, and at $\alpha = 2$ the short one drops out of the beam, replaced
-# by one that says its verb twice (`hilpa hilpa`, 11 tokens), now third.
+# sentence that stops before the particle `ro` and the verb (8 tokens with
+# `<eos>`) and then a full-length one with a wrong verb (`kasu`, chase, for
+# `hilpa`, help). The longer hypotheses are divided by a larger
+# $\text{lp}$: at $\alpha = 0.6$ the short one drops out of the beam,
+# replaced by a full-length one with another wrong verb (`voka`, call), and
+# $\alpha = 2$ keeps the same four in the same order, closer together.
 # The best hypothesis is the same in every case: the model is sure of it.
 #
 # ## Where the translator looks
