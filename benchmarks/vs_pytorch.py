@@ -33,6 +33,7 @@ CONFIGS = {  # name: model sizes, sequence length (source and target), batch
 }
 STEPS_PER_TURN = {"tiny": 8, "small": 4, "base": 2, "copy": 2}
 WARMUP_STEPS = 3
+PROFILE_STEPS = 4  # of the pass that times the matrix products: more steps, a steadier share
 # OpenBLAS's threads keep running for about 0.1 s after a matrix product,
 # waiting for the next one, and take CPU from whatever runs then: PyTorch's
 # turn, if it came straight after minitrans's. The parent waits this long
@@ -109,7 +110,7 @@ def compare_training(name, args):
     for _ in range(args.rounds):
         for label, worker in (("minitrans", ours), ("torch", theirs)):
             times[label] += worker.turn({"do": "train", "steps": STEPS_PER_TURN[name]})["times"]
-    profile = ours.ask({"do": "profile", "steps": 2})
+    profile = ours.ask({"do": "profile", "steps": PROFILE_STEPS})
     products_alone = None
     if profile.get("products"):
         products_alone = time_products_alone(profile["products"], ours, theirs)
