@@ -244,6 +244,11 @@ print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one"
 # still running, to hide the communication). The arithmetic is the
 # weighted sum of this lesson.
 #
-# **Try it.** Make `counts` equal in `DataParallel` by subclassing the loss
-# with `num_targets` returning 1 (as `tests/test_parallel.py` does), and
-# watch the gradient check above fail.
+# **Try it.** Give every shard the same weight: subclass the loss with a
+# `num_targets` that returns 1 (as `tests/test_parallel.py` does) and pass
+# it to `DataParallel` in `loss_and_gradients`. The comparison with the
+# whole batch fails. The central differences would still agree: they check
+# that the gradient belongs to the loss the workers compute, and that loss
+# is now the plain mean of the halves, the wrong one. A gradient check
+# proves a backward right for its forward; whether the forward computes the
+# right thing needs a comparison with something independent (lesson 17).
