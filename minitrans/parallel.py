@@ -134,10 +134,10 @@ class DataParallel:
             for name, total in module.grads.items():
                 jobs.append((total, [modules[position].grads[name] for modules in replica_modules]))
         jobs.sort(key=lambda job: -job[0].size)
-        shares = [jobs[i::self.workers] for i in range(self.workers)]
-        futures = [self._pool.submit(_add_into, share) for share in shares[1:]]
+        per_thread = [jobs[i::self.workers] for i in range(self.workers)]
+        futures = [self._pool.submit(_add_into, part) for part in per_thread[1:]]
         try:
-            _add_into(shares[0])
+            _add_into(per_thread[0])
         finally:
             wait(futures)
         for future in futures:
