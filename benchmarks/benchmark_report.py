@@ -89,7 +89,7 @@ def report(results):
     machine = results["machine"]
     workers = machine.get("workers", 1)  # not recorded before the workers came
     split = (f" (minitrans: {workers} worker threads, each on a part of the batch with "
-             f"{max(1, machine['threads'] // workers)} BLAS thread(s))" if workers > 1 else "")
+             f"{machine['blas_threads']} BLAS thread(s))" if workers > 1 else "")
     header = (f"{machine['date']}, {machine['cpu']} with {machine['cores']} cores, {machine['threads']} threads{split}, "
               f"device {machine['device']}; Python {machine['python']}, NumPy {machine['numpy']}, "
               f"PyTorch {machine['torch']}; float32. Matrix-product peak measured in this run: "

@@ -45,6 +45,14 @@ def model_config(sizes, max_len):
                        d_ff=sizes["d_ff"], dropout=0.1, max_len=max_len)
 
 
+def minitrans_threads(device, threads, workers=None):
+    """(workers, BLAS threads per worker) of minitrans's step: by default as
+    many workers as ``threads`` on the CPU and one on a GPU, the threads
+    shared out among them."""
+    workers = (1 if device == "gpu" else threads) if workers is None else workers
+    return workers, max(1, threads // workers)
+
+
 class MinitransRunner:
     """minitrans's training step as the Trainer runs it: the batch split over
     ``workers`` threads (minitrans.parallel), each with ``threads // workers``
@@ -62,8 +70,8 @@ class MinitransRunner:
         self.model = Transformer(model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1), rng=0)
         self.optimizer = Adam(self.model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
         self.loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=0)
-        workers = (1 if device == "gpu" else threads) if workers is None else workers
-        self.parallel = DataParallel(self.model, self.loss_fn, workers, blas_threads=max(1, threads // workers))
+        workers, blas_threads = minitrans_threads(device, threads, workers)
+        self.parallel = DataParallel(self.model, self.loss_fn, workers, blas_threads)
         self.batches = [tuple(map(minitrans.to_device, batch)) for batch in make_batches(sizes)]
         self.count = 0
 

@@ -203,10 +203,13 @@ def main():
 def machine(args):
     import torch
 
+    from benchmark_worker import minitrans_threads
+
+    workers, blas_threads = minitrans_threads(args.device, args.threads, args.workers)
     return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
             "threads": args.threads, "device": args.device, "date": time.strftime("%Y-%m-%d"),
-            "workers": args.workers or (1 if args.device == "gpu" else args.threads)}
+            "workers": workers, "blas_threads": blas_threads}
 
 
 if __name__ == "__main__":

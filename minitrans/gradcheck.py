@@ -55,14 +55,16 @@ def relative_error(analytic, numeric):
     return float(np.abs(analytic - numeric).max() / scale)
 
 
-def numeric_gradient(loss, array, step=1e-4):
+def numeric_gradient(loss, array, step=1e-4, indices=None):
     """Central differences of ``loss()`` with respect to each element of ``array``.
 
     ``array`` is perturbed in place (on its device) and restored. Each
-    element's derivative comes from ``central_derivative``.
+    element's derivative comes from ``central_derivative``. ``indices``
+    (index tuples) limits the work to those elements, a sample of a large
+    array; the others stay 0 in the result.
     """
     grad = np.zeros(array.shape)
-    for index in np.ndindex(*array.shape):
+    for index in np.ndindex(*array.shape) if indices is None else indices:
         original = float(array[index])
 
         def loss_at(offset):

@@ -110,12 +110,7 @@ class DataParallel:
         for replica in self.replicas[1:]:
             _share_parameters(self.model, replica)
         with _blas_threads(self.blas_threads):
-            futures = [self._pool.submit(self._shard, s, x, t, shares[s]) for s, x, t in shards[1:]]
-            try:
-                first = self._shard(*shards[0], dloss=shares[0])
-            finally:  # the workers finish even if the first shard failed
-                wait(futures)
-            losses = [first] + [future.result() for future in futures]  # re-raises a worker's error
+            losses = self._on_workers(self._shard, [(s, x, t, shares[s]) for s, x, t in shards])
         self._add_replica_gradients(used=len(shards))
         return backend.get_xp().asarray(sum(float(loss) * share for loss, share in zip(losses, shares)),
                                         dtype=backend.get_dtype())
@@ -134,14 +129,18 @@ class DataParallel:
             for name, total in module.grads.items():
                 jobs.append((total, [modules[position].grads[name] for modules in replica_modules]))
         jobs.sort(key=lambda job: -job[0].size)
-        per_thread = [jobs[i::self.workers] for i in range(self.workers)]
-        futures = [self._pool.submit(_add_into, part) for part in per_thread[1:]]
+        self._on_workers(_add_into, [(jobs[i::self.workers],) for i in range(self.workers)])
+
+    def _on_workers(self, function, calls):
+        """[function(*args) for args in calls], the first in this thread and
+        the others in the pool's, all at once. Every call finishes before
+        this returns, even if one failed; then the first error is raised."""
+        futures = [self._pool.submit(function, *args) for args in calls[1:]]
         try:
-            _add_into(per_thread[0])
+            first = function(*calls[0])
         finally:
             wait(futures)
-        for future in futures:
-            future.result()
+        return [first] + [future.result() for future in futures]  # re-raises a worker's error
 
     def _shard(self, index, inputs, targets, dloss):
         """One replica's forward, loss and backward; replicas other than the

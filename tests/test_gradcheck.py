@@ -115,3 +115,27 @@ def test_the_report_passes_every_layer_on_every_backend(backend_name):
     layers = {r.layer.split(" (")[0] for r in results}
     assert {"Linear", "Embedding", "PositionalEncoding", "Attention", "MultiHeadAttention",
             "LayerNorm", "FeedForward", "Dropout", "Add & Norm", "LogSoftmax", "CrossEntropy"} <= layers
+
+
+def test_numeric_gradient_of_a_sample_of_entries():
+    """``indices`` computes those entries exactly as the whole array does,
+    touches no others, and restores the array."""
+    from minitrans.gradcheck import numeric_gradient
+
+    array = np.random.default_rng(0).standard_normal((3, 4))
+    before = array.copy()
+    weights = np.arange(12.0).reshape(3, 4)
+
+    def loss():
+        return float((np.sin(array) * weights).sum())
+
+    whole = numeric_gradient(loss, array)
+    sample = [(0, 1), (2, 3)]
+    partial = numeric_gradient(loss, array, indices=sample)
+    for index in sample:
+        assert partial[index] == whole[index]
+    others = np.ones(array.shape, dtype=bool)
+    others[tuple(zip(*sample))] = False
+    assert not partial[others].any()
+    np.testing.assert_array_equal(array, before)
+    np.testing.assert_allclose(whole, np.cos(array) * weights, rtol=1e-8)
