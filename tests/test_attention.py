@@ -1,10 +1,9 @@
 """Scaled dot-product attention and the softmax helpers it is built on."""
 
-import warnings
 
 import numpy as np
 import pytest
-from helpers import assert_gradcheck
+from helpers import assert_gradcheck, warnings_as_errors
 
 import minitrans
 from minitrans import ScaledDotProductAttention
@@ -113,8 +112,7 @@ def test_fully_masked_row_gives_zero_output_and_zero_gradients_without_warnings(
     attention = ScaledDotProductAttention()
     Q, K, V = qkv(randn)
     mask = one_row_masked(device)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_as_errors():
         out = attention.forward(Q, K, V, mask=mask)
         dQ, dK, dV = attention.backward(randn(B, H, T_Q, D_V))
 
@@ -235,8 +233,7 @@ def test_dout_of_wrong_shape_raises_value_error(backend_name, randn):
 def test_masked_softmax_of_all_false_row_is_all_zeros(backend_name, randn, device):
     z = randn(3, 4)
     mask = device(np.array([[True, False, True, True], [False] * 4, [True] * 4]))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_as_errors():
         y = minitrans.to_numpy(masked_softmax(z, mask))
     assert np.all(y[1] == 0.0)
     assert y[0, 1] == 0.0

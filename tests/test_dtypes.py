@@ -5,15 +5,15 @@ becomes float64, silently doubling memory and time. Every layer is run here in
 float32 and every output, input gradient and parameter gradient is checked.
 """
 
-import warnings
 
 import numpy as np
 import pytest
 
 import minitrans
-
 from minitrans import backend
 from minitrans.gradcheck_report import layer_cases
+
+from helpers import warnings_as_errors
 
 
 def _cases_in_current_dtype():
@@ -33,16 +33,18 @@ def test_every_layer_keeps_the_dtype_through_forward_and_backward(backend_name, 
     with backend.using(dtype=dtype):
         xp = backend.get_xp()
         for label, layer, inputs, options in _cases_in_current_dtype():
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # no overflow or invalid-value warning either
+            with warnings_as_errors():
                 out = layer.forward(*inputs, **options)
                 assert out.dtype == dtype, f"{label}: forward gave {out.dtype}"
                 grads = layer.backward(xp.ones(out.shape, dtype=dtype))
+            assert np.isfinite(minitrans.to_numpy(out)).all(), f"{label}: forward is not finite"
             for grad in _floats(grads):
                 assert grad.dtype == dtype, f"{label}: input gradient is {grad.dtype}"
+                assert np.isfinite(minitrans.to_numpy(grad)).all(), f"{label}: input gradient is not finite"
             for name, value, grad in layer.named_parameters():
                 assert value.dtype == dtype, f"{label}: parameter {name} is {value.dtype}"
                 assert grad.dtype == dtype, f"{label}: gradient of {name} is {grad.dtype}"
+                assert np.isfinite(minitrans.to_numpy(grad)).all(), f"{label}: gradient of {name} is not finite"
 
 
 def test_layer_parameters_are_created_in_the_default_dtype(backend_name):

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import warnings
 
 import numpy as np
 import pytest
@@ -19,6 +18,8 @@ from minitrans.config import ModelConfig
 from minitrans.language_model import DecoderOnlyLM
 from minitrans.loss import LabelSmoothedCrossEntropy
 from minitrans.trainer import TrainConfig
+
+from helpers import warnings_as_errors
 from minitrans.transformer import Transformer
 
 TINY = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
@@ -95,8 +96,7 @@ def test_extreme_but_valid_inputs_stay_finite_without_warnings(backend_name, dec
     model = DecoderOnlyLM(config, rng=0) if decoder_only else Transformer(config, rng=0)
     ids = minitrans.to_device(np.array([[3]]))
     loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_as_errors():
         logits = model.forward(ids) if decoder_only else model.forward(ids, ids)
         loss = loss_fn.forward(logits, ids)
         model.backward(loss_fn.backward())

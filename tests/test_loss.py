@@ -1,11 +1,10 @@
 """LogSoftmax and LabelSmoothedCrossEntropy: values, padding, stability, checks."""
 
 import re
-import warnings
 
 import numpy as np
 import pytest
-from helpers import assert_gradcheck, assert_names
+from helpers import assert_gradcheck, assert_names, warnings_as_errors
 
 import minitrans
 from minitrans import LabelSmoothedCrossEntropy, LogSoftmax
@@ -44,8 +43,7 @@ def test_log_softmax_equals_host(backend_name, randn):
 
 def test_log_softmax_of_huge_logits_is_finite_and_normalised(backend_name, device):
     z = device([[1e4, -1e4, 0.0, 1e4 - 1.0], [-1e4, -1e4, -1e4, -1e4]], dtype=minitrans.get_dtype())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_as_errors():
         log_p = minitrans.to_numpy(LogSoftmax()(z)).astype(np.float64)
     assert np.isfinite(log_p).all()
     np.testing.assert_allclose(np.exp(log_p).sum(axis=-1), 1.0, atol=1e-6)
@@ -107,8 +105,7 @@ def test_padding_rows_get_exactly_zero_gradient(backend_name, randn, device):
 
 def test_all_padding_gives_zero_loss_and_zero_gradient(backend_name, randn, device):
     loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=PAD)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_as_errors():
         loss = minitrans.to_numpy(loss_fn(randn(2, 3, 5), device(np.zeros((2, 3), dtype=int))))
         dlogits = minitrans.to_numpy(loss_fn.backward())
     assert float(loss) == 0.0
@@ -119,8 +116,7 @@ def test_huge_logits_give_finite_loss_and_gradient_without_warnings(backend_name
     rng = np.random.default_rng(0)
     logits = device(rng.choice([-1e4, 1e4], size=(2, 3, 5)), dtype=minitrans.get_dtype())
     loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=PAD)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_as_errors():
         loss = minitrans.to_numpy(loss_fn(logits, device(TARGETS)))
         dlogits = minitrans.to_numpy(loss_fn.backward())
     assert np.isfinite(loss) and np.isfinite(dlogits).all()

@@ -1,6 +1,5 @@
 """Property-based tests: random shapes, head counts and masks (hypothesis)."""
 
-import warnings
 
 import numpy as np
 import pytest
@@ -11,6 +10,8 @@ import minitrans
 from minitrans.gradcheck import check_layer, format_table
 from minitrans.gradcheck_report import ModelWithLoss, randomise_params
 from minitrans.softmax import masked_softmax
+
+from helpers import warnings_as_errors
 
 BACKENDS = ["numpy", "strict"]
 
@@ -30,8 +31,7 @@ def scores_and_masks(draw):
 @given(case=scores_and_masks())
 def test_masked_softmax_rows_are_distributions_or_zero(backend_name, case):
     scores, mask = case
-    with minitrans.using(backend_name, dtype="float32"), warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with minitrans.using(backend_name, dtype="float32"), warnings_as_errors():
         probs = minitrans.to_numpy(masked_softmax(minitrans.to_device(scores, "float32"),
                                                   minitrans.to_device(mask)))
     assert np.isfinite(probs).all()
@@ -65,8 +65,7 @@ def test_multi_head_attention_backward_matches_the_checker(backend_name, config)
         memory = minitrans.to_device(rng.standard_normal((batch, length_k, h * d_k)))
         mask = minitrans.to_device(rng.random((batch, length_q, length_k)) < 0.7)
         inputs = (x, memory) if cross else (x,)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
+        with warnings_as_errors():
             out = layer.forward(*inputs, mask=mask)
             results = check_layer(layer, *inputs, mask=mask)
     assert np.isfinite(minitrans.to_numpy(out)).all()
@@ -116,8 +115,7 @@ def _model_and_batch(case):
 @settings(max_examples=30, deadline=None)
 @given(case=model_cases())
 def test_model_forward_is_finite_and_keeps_its_dtype(backend_name, dtype, case):
-    with minitrans.using(backend_name, dtype=dtype), warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with minitrans.using(backend_name, dtype=dtype), warnings_as_errors():
         model, inputs, targets = _model_and_batch(case)
         loss_fn = minitrans.LabelSmoothedCrossEntropy(0.1, pad_id=0)
         logits = model.forward(*inputs)
@@ -173,8 +171,7 @@ def test_layer_forward_is_finite_keeps_its_dtype_and_backward_matches_the_checke
     make = {"LayerNorm": lambda: minitrans.LayerNorm(features),
             "FeedForward": lambda: minitrans.FeedForward(features, 2 * features, rng=rng),
             "Linear": lambda: minitrans.Linear(features, 3, rng=rng)}[layer_name]
-    with minitrans.using("strict", dtype=dtype), warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with minitrans.using("strict", dtype=dtype), warnings_as_errors():
         layer = randomise_params(make(), rng)
         x = minitrans.to_device(rng.standard_normal((*leading, features)) * scale, dtype)
         out = layer.forward(x)
