@@ -2,10 +2,10 @@
 gradient clipping. They update a model's parameters in place, by name."""
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from minitrans import backend
+from minitrans.parallel import usable_cores
 
 
 class Optimizer:
@@ -34,7 +34,7 @@ class Optimizer:
         self.lr = lr
         self.step_count = 0
         if threads is None:
-            threads = 1 if backend.backend_name() == "cupy" else min(4, os.cpu_count() or 1)
+            threads = 1 if backend.backend_name() == "cupy" else min(4, usable_cores())
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads: expected a positive integer, got {threads!r}")
         self.threads = threads

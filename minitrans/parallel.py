@@ -75,7 +75,7 @@ class DataParallel:
     def __init__(self, model, loss_fn, workers=None, blas_threads=None):
         workers = default_workers() if workers is None else workers
         checks.check_positive_int("workers", workers)
-        blas_threads = max(1, _cpu_count() // workers) if blas_threads is None else blas_threads
+        blas_threads = max(1, usable_cores() // workers) if blas_threads is None else blas_threads
         checks.check_positive_int("blas_threads", blas_threads)
         if workers > 1 and backend.backend_name() == "cupy":
             raise ValueError(f"workers: expected 1 on the cupy backend (threads cannot share a GPU's work), "
@@ -200,7 +200,10 @@ def _split(size, parts):
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _cpu_count():
+def usable_cores():
+    """The cores this process may run on: its CPU affinity where the system
+    reports one (a container or ``taskset`` can give fewer than the machine
+    has), else every core."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

@@ -1,6 +1,8 @@
 """Data parallelism: a batch split over worker threads gives the gradient of
 the whole batch, on every backend, with its own dropout masks per replica."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,7 @@ from minitrans.dropout import Dropout
 from minitrans.gradcheck import TOLERANCE, numeric_gradient, relative_error
 from minitrans.language_model import DecoderOnlyLM
 from minitrans.loss import LabelSmoothedCrossEntropy
-from minitrans.parallel import DataParallel, _split, replicate
+from minitrans.parallel import DataParallel, _split, replicate, usable_cores
 from minitrans.trainer import TrainConfig
 
 VOCAB = 13
@@ -185,6 +187,18 @@ def test_blas_threads_are_restored(backend_name):
     inputs, targets = make_batch()
     DataParallel(make_model(), LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=2).forward_backward(inputs, targets)
     assert [info["num_threads"] for info in threadpool_info()] == before
+
+
+def test_the_cores_counted_are_the_ones_this_process_may_use(monkeypatch):
+    """Under ``taskset -c 0`` (one core of many) neither the workers' BLAS
+    threads nor Adam's threads should count the machine's other cores."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert usable_cores() == 1
+    assert minitrans.Adam(make_model()).threads == 1
+    assert DataParallel(make_model(), LabelSmoothedCrossEntropy(), workers=1).blas_threads == 1
+    monkeypatch.delattr(os, "sched_getaffinity")  # as on macOS and Windows
+    assert usable_cores() == 8
 
 
 @pytest.mark.parametrize("size,parts,expected", [
