@@ -12,6 +12,7 @@ stderr with a non-zero exit status, never as a traceback.
 import argparse
 import os
 import sys
+import warnings
 
 from minitrans import backend
 
@@ -189,7 +190,12 @@ def main(argv=None):
 
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            # OpenBLAS can set this flag for a product of finite numbers
+            # (README, "CPU and GPU: the backends"). A real invalid value
+            # still stops training: the trainer refuses a non-finite loss.
+            warnings.filterwarnings("ignore", message="invalid value encountered in matmul", category=RuntimeWarning)
+            return COMMANDS[args.command](args)
     except BrokenPipeError:  # output piped into `head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -2,9 +2,11 @@
 
 import subprocess
 import sys
+import warnings
 
 import pytest
 
+from minitrans import cli
 from minitrans.cli import main
 
 
@@ -64,3 +66,21 @@ def test_unavailable_backend_is_one_line_without_traceback(monkeypatch, capsys):
     assert main(["gradcheck", "--backend", "cupy"]) == 1
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "minitrans[gpu]" in err
+
+
+def test_the_command_hides_only_openblas_groundless_matmul_warning(monkeypatch):
+    """The one warning OpenBLAS can raise for finite numbers (README) is not
+    shown; an overflow, or any other warning, is. The filter ends with the
+    command."""
+    def command(args):
+        warnings.warn("invalid value encountered in matmul", RuntimeWarning)
+        warnings.warn("overflow encountered in matmul", RuntimeWarning)
+        return 0
+
+    monkeypatch.setitem(cli.COMMANDS, "gradcheck", command)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        filters_before = list(warnings.filters)
+        assert main(["gradcheck"]) == 0
+        assert warnings.filters == filters_before
+    assert [str(warning.message) for warning in shown] == ["overflow encountered in matmul"]
