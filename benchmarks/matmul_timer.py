@@ -16,6 +16,7 @@ threads, ``seconds`` adds up the time each thread spent in products.
 import collections
 import threading
 import time
+import timeit
 
 import numpy as np
 
@@ -97,13 +98,10 @@ def time_products(products, matmul, convert, synchronize=lambda: None, repeats=3
     for a_shape, b_shape, a_layout, b_layout, _ in products:
         a = convert(make_operand(tuple(a_shape), a_layout, rng))
         b = convert(make_operand(tuple(b_shape), b_layout, rng))
-        matmul(a, b)  # warm-up: the library's threads and buffers
-        synchronize()
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
+        def product():
             matmul(a, b)
-            synchronize()
-            best = min(best, time.perf_counter() - start)
-        best_times.append(best)
+            synchronize()  # a GPU's product is over only when it has finished
+
+        product()  # warm-up: the library's threads and buffers
+        best_times.append(min(timeit.repeat(product, number=1, repeat=repeats)))
     return best_times
