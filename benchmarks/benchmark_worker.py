@@ -29,7 +29,10 @@ def make_batches(sizes, seed=0):
     """Random ids without padding: (src, tgt_in, tgt_out) of (batch, length) each."""
     rng = np.random.default_rng(seed)
     shape = (sizes["batch"], sizes["length"])
-    return [tuple(rng.integers(4, sizes["vocab_size"], size=shape) for _ in range(3)) for _ in range(BATCHES)]
+    return [
+        tuple(rng.integers(4, sizes["vocab_size"], size=shape) for _ in range(3))
+        for _ in range(BATCHES)
+    ]
 
 
 def decode_sources(vocab_size, seed=1):
@@ -39,10 +42,17 @@ def decode_sources(vocab_size, seed=1):
 
 
 def model_config(sizes, max_len):
-    from minitrans.config import ModelConfig
+    from minitrans.model.config import ModelConfig
 
-    return ModelConfig(vocab_size=sizes["vocab_size"], d_model=sizes["d_model"], h=sizes["h"], N=sizes["N"],
-                       d_ff=sizes["d_ff"], dropout=0.1, max_len=max_len)
+    return ModelConfig(
+        vocab_size=sizes["vocab_size"],
+        d_model=sizes["d_model"],
+        h=sizes["h"],
+        N=sizes["N"],
+        d_ff=sizes["d_ff"],
+        dropout=0.1,
+        max_len=max_len,
+    )
 
 
 def minitrans_threads(device, threads, workers=None):
@@ -55,19 +65,21 @@ def minitrans_threads(device, threads, workers=None):
 
 class MinitransRunner:
     """minitrans's training step as the Trainer runs it: the batch split over
-    ``workers`` threads (minitrans.parallel), each with ``threads // workers``
+    ``workers`` threads (minitrans.training.parallel), each with ``threads // workers``
     BLAS threads, so that it uses ``threads`` threads in all, as PyTorch does."""
 
     def __init__(self, sizes, device, threads=2, workers=None):
         import minitrans
-        from minitrans.loss import LabelSmoothedCrossEntropy
-        from minitrans.optim import Adam
-        from minitrans.parallel import DataParallel
-        from minitrans.transformer import Transformer
+        from minitrans.layers.loss import LabelSmoothedCrossEntropy
+        from minitrans.model.transformer import Transformer
+        from minitrans.training.optim import Adam
+        from minitrans.training.parallel import DataParallel
 
         minitrans.use("cupy" if device == "gpu" else "numpy", dtype="float32")
         self.minitrans, self.device = minitrans, device
-        self.model = Transformer(model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1), rng=0)
+        self.model = Transformer(
+            model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1), rng=0
+        )
         self.optimizer = Adam(self.model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
         self.loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=0)
         workers, blas_threads = minitrans_threads(device, threads, workers)
@@ -106,9 +118,18 @@ class MinitransRunner:
             self.step()
         elapsed = time.perf_counter() - start
         workers = self.parallel.workers
-        products = [[*key, count // steps] for key, count in TimedArray.products.items()] if workers == 1 else None
-        return {"matmul_seconds": TimedArray.seconds / steps / workers, "matmul_flops": TimedArray.flops / steps,
-                "step_seconds": elapsed / steps, "products": products, "workers": workers}
+        products = (
+            [[*key, count // steps] for key, count in TimedArray.products.items()]
+            if workers == 1
+            else None
+        )
+        return {
+            "matmul_seconds": TimedArray.seconds / steps / workers,
+            "matmul_flops": TimedArray.flops / steps,
+            "step_seconds": elapsed / steps,
+            "products": products,
+            "workers": workers,
+        }
 
     def time_products(self, products):
         """This step's matrix products timed alone, by NumPy (or CuPy): the
@@ -136,7 +157,9 @@ class MinitransRunner:
         src = self.minitrans.to_device(decode_sources(self.model.config.vocab_size))
         self.model.eval()
         start = time.perf_counter()
-        self.minitrans.to_numpy(beam_search(self.model, src, beam_size=4, max_len=DECODE_LENGTH, eos_id=-1))
+        self.minitrans.to_numpy(
+            beam_search(self.model, src, beam_size=4, max_len=DECODE_LENGTH, eos_id=-1)
+        )
         return {"seconds": time.perf_counter() - start}
 
     def memory(self):
@@ -153,7 +176,7 @@ class TorchRunner:
 
         import minitrans
         from minitrans.interop.torch import paper_loss, to_torch
-        from minitrans.transformer import Transformer
+        from minitrans.model.transformer import Transformer
 
         torch.set_num_threads(threads)
         self.torch = torch
@@ -161,9 +184,14 @@ class TorchRunner:
         config = model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1)
         with minitrans.using("numpy", dtype="float32"):  # the same weights as the other worker
             self.model = to_torch(Transformer(config, rng=0), self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9
+        )
         self.loss_fn = paper_loss(config, 0.1)
-        self.batches = [tuple(torch.from_numpy(a).to(self.device) for a in batch) for batch in make_batches(sizes)]
+        self.batches = [
+            tuple(torch.from_numpy(a).to(self.device) for a in batch)
+            for batch in make_batches(sizes)
+        ]
         self.count = 0
 
     def step(self):
@@ -197,7 +225,9 @@ class TorchRunner:
 
         torch = self.torch
         synchronize = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
-        return time_products(products, torch.matmul, lambda a: torch.from_numpy(a).to(self.device), synchronize)
+        return time_products(
+            products, torch.matmul, lambda a: torch.from_numpy(a).to(self.device), synchronize
+        )
 
     def memory(self):
         if self.device.type == "cuda":

@@ -70,7 +70,11 @@ def _timed_matmul(a, b, **kwargs):
 def layout(array):
     """"T" for a matrix (or stack of them) stored column by column, such as
     ``x.T`` of a row-major x; "N" otherwise. BLAS reads either directly."""
-    if array.ndim >= 2 and array.strides[-2] == array.itemsize and array.strides[-1] > array.itemsize:
+    if (
+        array.ndim >= 2
+        and array.strides[-2] == array.itemsize
+        and array.strides[-1] > array.itemsize
+    ):
         return "T"
     return "N"
 

@@ -21,7 +21,7 @@ import time
 
 import numpy
 
-from minitrans import evaluation, experiment
+from minitrans.training import evaluation, experiment
 
 # The held-out exact match each task must reach, and how the table shows it.
 TARGETS = {
@@ -38,21 +38,27 @@ def machine_description():
     cpu = platform.processor() or platform.machine()
     try:  # Linux names the CPU model here; platform.processor() often does not
         with open("/proc/cpuinfo") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+            cpu = next(
+                line.split(":", 1)[1].strip() for line in info if line.startswith("model name")
+            )
     except (OSError, StopIteration):
         pass
     # NumPy's matrix products use a BLAS library, which may start its own
     # threads; these variables cap them ("unset" = the library's default).
     threads = ", ".join(f"{name}={os.environ.get(name, 'unset')}"
                         for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"))
-    return (f"{platform.platform()}, {cpu}, {os.cpu_count()} CPUs; Python {platform.python_version()}, "
-            f"NumPy {numpy.__version__}; {threads}")
+    return (
+        f"{platform.platform()}, {cpu}, {os.cpu_count()} CPUs; Python {platform.python_version()}, "
+        f"NumPy {numpy.__version__}; {threads}"
+    )
 
 
 def run_task(name, steps, folder):
     """Train one task from scratch; return a dict of what the table shows."""
     overrides = {"steps": steps} if steps else {}
-    config = experiment.train_config_for(name, seed=SEED, out_dir=os.path.join(folder, name), **overrides)
+    config = experiment.train_config_for(
+        name, seed=SEED, out_dir=os.path.join(folder, name), **overrides
+    )
     trainer = experiment.new_trainer(config)
     start = time.perf_counter()
     # The trainer prints its evaluations on stdout through the progress bar;
@@ -62,7 +68,9 @@ def run_task(name, steps, folder):
     seconds = time.perf_counter() - start
 
     task, model = trainer.task, trainer.model
-    match, predictions = evaluation.exact_match(model, task, task.valid)  # greedy, every held-out pair
+    match, predictions = evaluation.exact_match(
+        model, task, task.valid
+    )  # greedy, every held-out pair
     bleu = None
     if name == "translate":
         references = [task.tokenizer.join(task.tokenizer.split(target)) for _, target in task.valid]
@@ -91,7 +99,9 @@ def markdown_table(rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="Train the built-in tasks and check their targets.")
+    parser = argparse.ArgumentParser(
+        description="Train the built-in tasks and check their targets."
+    )
     parser.add_argument("--tasks", default=",".join(TARGETS),
                         help=f"comma-separated tasks (default {','.join(TARGETS)})")
     parser.add_argument("--steps", type=int,

@@ -9,7 +9,7 @@
 Each implementation runs in a worker process of its own (so that each has
 its own peak memory), with the same number of threads: PyTorch's own
 threads, and minitrans's training step as its Trainer runs it, the batch
-split over that many worker threads (minitrans.parallel). The parent asks them
+split over that many worker threads (minitrans.training.parallel). The parent asks them
 for steps in turn, A B A B ..., so that a slow minute of the machine hits
 both alike, and reports the median step time of each and their ratio. See
 benchmarks/README.md for what every column means.
@@ -39,6 +39,13 @@ PROFILE_STEPS = 4  # of the pass that times the matrix products: more steps, a s
 # turn, if it came straight after minitrans's. The parent waits this long
 # before every turn (benchmarks/README.md, "How it measures").
 PAUSE_SECONDS = 0.3
+# glibc returns large blocks (over 128 KB) to the system on free() and maps
+# them again on the next malloc(): every step of PyTorch's eager mode then
+# page-faults its large tensors (the 65 MB logits of base among them) back
+# in. These tunables keep freed memory in the process, as minitrans's reused
+# buffers do; PyTorch's CPU performance guide recommends the same (or
+# jemalloc, tcmalloc). Both workers get them (--allocator default: neither).
+TUNED_MALLOC = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"
 SPECIALS = 4  # ids 0..3 are <pad>, <bos>, <eos>, <unk>; the batches use the others
 
 
@@ -68,7 +75,7 @@ class Worker:
 
     def __init__(self, kind, config, args):
         self.pause = args.pause
-        env = {**os.environ, **thread_env(args.threads)}
+        env = {**os.environ, **thread_env(args.threads), **allocator_env(args.allocator)}
         command = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--config", config,
                    "--threads", str(args.threads), "--device", args.device]
         if args.workers is not None:
@@ -101,6 +108,11 @@ def thread_env(threads):
     return {name: str(threads) for name in names}
 
 
+def allocator_env(allocator):
+    """The environment of a worker for ``--allocator``: tuned or default."""
+    return {"GLIBC_TUNABLES": TUNED_MALLOC} if allocator == "tuned" else {}
+
+
 def compare_training(name, args):
     """Median step times, memory and the matmul share for one config."""
     ours, theirs = Worker("minitrans", name, args), Worker("torch", name, args)
@@ -114,7 +126,10 @@ def compare_training(name, args):
     products_alone = None
     if profile.get("products"):
         products_alone = time_products_alone(profile["products"], ours, theirs)
-    memory = {label: worker.ask({"do": "memory"}) for label, worker in (("minitrans", ours), ("torch", theirs))}
+    memory = {
+        label: worker.ask({"do": "memory"})
+        for label, worker in (("minitrans", ours), ("torch", theirs))
+    }
     ours.close()
     theirs.close()
     return {"times": times, "profile": profile, "products_alone": products_alone, "memory": memory}
@@ -130,7 +145,10 @@ def time_products_alone(products, ours, theirs, rounds=3):
             seconds = worker.turn({"do": "products", "products": products})["seconds"]
             best[label] = [min(old, new) for old, new in zip(best[label], seconds)]
     counts = [product[-1] for product in products]
-    return {label: sum(count * seconds for count, seconds in zip(counts, times)) for label, times in best.items()}
+    return {
+        label: sum(count * seconds for count, seconds in zip(counts, times))
+        for label, times in best.items()
+    }
 
 
 def compare_decoding(args):
@@ -151,17 +169,28 @@ def compare_decoding(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
-    parser.add_argument("--rounds", type=int, default=5, help="turns of each implementation per config (default 5)")
-    parser.add_argument("--threads", type=int, default=2, help="threads for both libraries (default 2)")
+    parser.add_argument(
+        "--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS)
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="turns of each implementation per config (default 5)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=2, help="threads for both libraries (default 2)"
+    )
     parser.add_argument("--workers", type=int, default=None,
                         help="minitrans's worker threads (default: --threads on cpu, 1 on gpu), "
                              "each with --threads / --workers BLAS threads")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--pause", type=float, default=PAUSE_SECONDS,
                         help=f"seconds to wait before each turn (default {PAUSE_SECONDS})")
+    parser.add_argument("--allocator", choices=["tuned", "default"], default="tuned",
+                        help="glibc malloc of both workers: tuned, so that freed memory is not "
+                             "unmapped and page-faulted in again every step (default), or default")
     parser.add_argument("--no-decoding", action="store_true", help="skip the decoding comparison")
-    parser.add_argument("--quick", action="store_true", help="one round, the tiny config: a smoke run")
+    parser.add_argument(
+        "--quick", action="store_true", help="one round, the tiny config: a smoke run"
+    )
     parser.add_argument("--json", help="also write the raw measurements here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
@@ -174,8 +203,12 @@ def main():
     unknown = [name for name in names if name not in CONFIGS]
     if unknown:
         parser.error(f"--configs: unknown {unknown}, expected some of {list(CONFIGS)}")
-    checked = (("--rounds", args.rounds, 1), ("--threads", args.threads, 1), ("--pause", args.pause, 0),
-               ("--workers", args.workers, 1))
+    checked = (
+        ("--rounds", args.rounds, 1),
+        ("--threads", args.threads, 1),
+        ("--pause", args.pause, 0),
+        ("--workers", args.workers, 1),
+    )
     for option, value, lowest in checked:
         if value is not None and not value >= lowest:
             parser.error(f"{option}: expected a number >= {lowest}, got {value}")
@@ -202,14 +235,21 @@ def main():
 
 def machine(args):
     import torch
-
     from benchmark_worker import minitrans_threads
 
     workers, blas_threads = minitrans_threads(args.device, args.threads, args.workers)
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
-            "threads": args.threads, "device": args.device, "date": time.strftime("%Y-%m-%d"),
-            "workers": workers, "blas_threads": blas_threads}
+    return {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "device": args.device,
+        "date": time.strftime("%Y-%m-%d"),
+        "workers": workers,
+        "blas_threads": blas_threads,
+    }
 
 
 if __name__ == "__main__":

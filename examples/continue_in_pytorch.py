@@ -26,8 +26,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrans import backend, evaluation, experiment
+from minitrans.core import backend
 from minitrans.interop.torch import from_torch, paper_loss, paper_optimizer, to_torch
+from minitrans.training import evaluation, experiment
 
 HELD_OUT = 200  # held-out pairs decoded before and after
 
@@ -50,9 +51,13 @@ def as_tensor(array, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="Continue training a minitrans checkpoint with PyTorch.")
+    parser = argparse.ArgumentParser(
+        description="Continue training a minitrans checkpoint with PyTorch."
+    )
     parser.add_argument("checkpoint", help="a checkpoint written by `minitrans train`")
-    parser.add_argument("--steps", type=int, default=100, help="PyTorch training steps (default 100)")
+    parser.add_argument(
+        "--steps", type=int, default=100, help="PyTorch training steps (default 100)"
+    )
     parser.add_argument("--out", help="write the result as a minitrans checkpoint here")
     args = parser.parse_args()
     rank, world, device = start_processes()
@@ -66,8 +71,9 @@ def main():
     torch_model = to_torch(model.train(), device)
     parallel = DistributedDataParallel(torch_model) if world > 1 else torch_model
     loss_fn = paper_loss(model.config, trainer.config.label_smoothing)
-    optimizer, schedule = paper_optimizer(torch_model, trainer.config.warmup, trainer.config.lr_factor,
-                                          start_step=trainer.step)
+    optimizer, schedule = paper_optimizer(
+        torch_model, trainer.config.warmup, trainer.config.lr_factor, start_step=trainer.step
+    )
     for step in range(first, first + args.steps):
         pairs = trainer.batch_pairs(step)[rank::world]  # this process's share
         batch = task.make_batch(pairs)
@@ -87,7 +93,9 @@ def main():
         after, _ = evaluation.exact_match(trainer.model, task, task.valid[:HELD_OUT])
         print(f"back in minitrans after {step} steps: held-out exact match {after:.1%}")
         if args.out:
-            trainer.optimizer = type(trainer.optimizer)(model, betas=(0.9, 0.98), eps=1e-9)  # moments stayed in PyTorch
+            trainer.optimizer = type(trainer.optimizer)(
+                model, betas=(0.9, 0.98), eps=1e-9
+            )  # moments stayed in PyTorch
             trainer.save(args.out)
             print(f"checkpoint: {args.out}")
     if world > 1:

@@ -24,7 +24,7 @@ learning-rate schedule) and the trainer's checkpoint.npz.
 import argparse
 import os
 
-from minitrans import evaluation, experiment, plots
+from minitrans.training import evaluation, experiment, plots
 
 STEPS = 3000  # the translate task's default; training stops early at 98% exact match
 OUT_DIR = os.path.join("runs", "example-translation")
@@ -36,7 +36,9 @@ SAMPLES = 5  # held-out sentences printed after training
 def save_cross_attention(model, task, source, path):
     """Greedy-decode ``source`` and save the last decoder layer's
     cross-attention, averaged over heads, as a heat map."""
-    source_tokens, output_tokens, weights = evaluation.attention_for(model, task, source)  # weights (h, L, T_src)
+    source_tokens, output_tokens, weights = evaluation.attention_for(
+        model, task, source
+    )  # weights (h, L, T_src)
     title = f"translate: cross-attention,\nlast decoder layer, mean of {model.config.h} heads"
     plots.save_attention(path, weights.mean(axis=0), source_tokens, output_tokens, title)
     return path
@@ -44,7 +46,9 @@ def save_cross_attention(model, task, source, path):
 
 def main():
     parser = argparse.ArgumentParser(description="Train a Transformer on the toy translation task.")
-    parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps (default {STEPS})")
+    parser.add_argument(
+        "--steps", type=int, default=STEPS, help=f"training steps (default {STEPS})"
+    )
     args = parser.parse_args()
 
     config = experiment.train_config_for("translate", steps=args.steps, seed=SEED, out_dir=OUT_DIR)

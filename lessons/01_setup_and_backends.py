@@ -18,7 +18,7 @@
 import numpy as np
 
 import minitrans
-from minitrans import backend
+from minitrans.core import backend
 
 print("minitrans", minitrans.__version__, "| numpy", np.__version__)
 print("backend:", backend.backend_name(), "| default dtype:", minitrans.get_dtype())
@@ -144,7 +144,7 @@ print("dx:", dx.shape, "| dW:", layer.grads["W"].shape, "| db:", layer.grads["b"
 # (Lesson 11 opens this box.)
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     layer64 = minitrans.Linear(4, 3, rng=0)

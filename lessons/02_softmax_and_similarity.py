@@ -24,9 +24,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans.softmax import softmax, softmax_backward
+from minitrans.ops.softmax import softmax, softmax_backward
 
-print("backend:", minitrans.backend.backend_name(), "| default dtype:", minitrans.get_dtype())
+print("backend:", minitrans.core.backend.backend_name(), "| default dtype:", minitrans.get_dtype())
 
 # %% [markdown]
 # ## Softmax
@@ -80,7 +80,7 @@ with np.errstate(over="ignore", invalid="ignore", under="ignore"):
 #
 # With $c = \max_j z_j$ the largest exponent is $e^0 = 1$, so nothing
 # overflows, and the denominator is at least 1, so nothing divides by zero.
-# `minitrans.softmax.softmax` does exactly this. The scores $[1000, 999, 998]$
+# `minitrans.ops.softmax.softmax` does exactly this. The scores $[1000, 999, 998]$
 # behave like $[0, -1, -2]$:
 
 # %%
@@ -98,7 +98,7 @@ print("softmax([0, -1, -2]) =", softmax(np.array([0.0, -1.0, -2.0])).round(4))
 #
 # and for an upstream gradient $\partial L/\partial y$ the backward is
 # $\partial L/\partial z_i = y_i\left(\partial L/\partial y_i - \sum_j y_j\, \partial L/\partial y_j\right)$,
-# which is `minitrans.softmax.softmax_backward(y, dy)`. Keep one consequence in
+# which is `minitrans.ops.softmax.softmax_backward(y, dy)`. Keep one consequence in
 # mind for later: if $y$ is close to one-hot (one $y_i \approx 1$, the rest
 # $\approx 0$), every entry $y_i(\delta_{ij} - y_j)$ is close to 0, and almost
 # no gradient reaches the scores.
@@ -107,7 +107,7 @@ print("softmax([0, -1, -2]) =", softmax(np.array([0.0, -1.0, -2.0])).round(4))
 # lesson 1 (float64, random upstream gradient):
 
 # %%
-from minitrans.gradcheck import numeric_gradient, relative_error
+from minitrans.tools.gradcheck import numeric_gradient, relative_error
 
 rng = np.random.default_rng(0)
 z = rng.standard_normal((3, 5))      # 3 rows of 5 scores
@@ -338,7 +338,7 @@ print("weights:", attention.attention_weights.shape,
 # `solutions/02_softmax_and_similarity.py`.
 
 # %%
-from minitrans.exercises import check_softmax
+from minitrans.tools.exercises import check_softmax
 
 
 def my_softmax(z):

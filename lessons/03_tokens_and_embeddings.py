@@ -340,7 +340,7 @@ plt.show()
 # We measure this at the paper's size, $d_\text{model} = 512$:
 
 # %%
-from minitrans.positional import sinusoidal_table
+from minitrans.layers.positional import sinusoidal_table
 
 d_model = 512
 big = minitrans.Embedding(1000, d_model, rng=0)
@@ -378,8 +378,8 @@ plt.show()
 # accumulation; only $W_E$ is checked, as ids have no gradient.
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck_report import randomise_params
 
 with minitrans.using(dtype="float64"):
     layer64 = minitrans.Embedding(7, 4, rng=0)                         # V = 7, d_model = 4

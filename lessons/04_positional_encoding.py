@@ -29,10 +29,10 @@ import numpy as np
 
 import minitrans
 from minitrans.data import Tokenizer, Vocab
-from minitrans.positional import sinusoidal_table
+from minitrans.layers.positional import sinusoidal_table
 
 minitrans.set_dtype("float64")
-print("backend:", minitrans.backend.backend_name(), "| default dtype:", minitrans.get_dtype())
+print("backend:", minitrans.core.backend.backend_name(), "| default dtype:", minitrans.get_dtype())
 
 # %% [markdown]
 # ## Attention alone has no sense of order
@@ -116,7 +116,7 @@ print("with PE: max |attn(x[perm] + PE) - attn(x + PE)[perm]|:", f"{np.abs(out_o
 # positions $0 \dots L-1$ has shape $(L, d_\text{model})$; the encoding is
 # added to the embeddings, so it has the same width $d_\text{model}$.
 #
-# `minitrans.positional.sinusoidal_table(max_len, d_model)` computes it; a few
+# `minitrans.layers.positional.sinusoidal_table(max_len, d_model)` computes it; a few
 # entries against the formula:
 
 # %%
@@ -337,7 +337,7 @@ except ValueError as error:
 # whose last feature is a sine without a cosine partner.
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     layer64 = minitrans.PositionalEncoding(5, max_len=8)
@@ -356,7 +356,7 @@ with minitrans.using(dtype="float64"):
 # `solutions/04_positional_encoding.py`.
 
 # %%
-from minitrans.exercises import check_positional_encoding
+from minitrans.tools.exercises import check_positional_encoding
 
 
 def my_positional_encoding(max_len, d_model):

@@ -33,9 +33,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans.softmax import softmax
+from minitrans.ops.softmax import softmax
 
-print("minitrans", minitrans.__version__, "| backend:", minitrans.backend.backend_name(),
+print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name(),
       "| dtype:", minitrans.get_dtype())
 
 # %% [markdown]
@@ -314,7 +314,7 @@ plt.show()
 # three inputs, here with a batch and a head axis, $T_q = 3$, $T_k = 5$:
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     rng = np.random.default_rng(0)
@@ -369,7 +369,7 @@ print(f"exp of every score:                   {best_time(lambda: np.exp(scores_d
 # breaks a blind shared shift, and `softmax_in_place` sees it.
 
 # %%
-from minitrans.softmax import softmax_in_place
+from minitrans.ops.softmax import softmax_in_place
 
 fast = softmax_in_place(scores_demo.copy())
 print("ordinary scores, largest difference from softmax():", float(np.abs(fast - softmax(scores_demo)).max()))
@@ -405,7 +405,7 @@ print("softmax_in_place (spread 1002 > 60, so each row's own max):\n", softmax_i
 # "not yet". The solution is in `solutions/05_scaled_dot_product_attention.py`.
 
 # %%
-from minitrans.exercises import check_attention
+from minitrans.tools.exercises import check_attention
 
 
 def my_attention(Q, K, V, mask):

@@ -28,9 +28,9 @@ import numpy as np
 
 import minitrans
 from minitrans import causal_mask, decoder_mask, padding_mask
-from minitrans.softmax import masked_softmax, softmax
+from minitrans.ops.softmax import masked_softmax, softmax
 
-print("minitrans", minitrans.__version__, "| backend:", minitrans.backend.backend_name())
+print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name())
 
 # %% [markdown]
 # ## Two masks
@@ -209,7 +209,7 @@ with minitrans.using(dtype="float64"):
 # score gradient):
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     rng = np.random.default_rng(2)

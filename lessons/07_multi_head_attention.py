@@ -22,9 +22,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck_report import randomise_params
 
-print("minitrans", minitrans.__version__, "| backend:", minitrans.backend.backend_name(),
+print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name(),
       "| dtype:", minitrans.get_dtype())
 
 # %% [markdown]
@@ -341,7 +341,7 @@ print(f"three products {three * 1e3:.2f} ms, one product {one * 1e3:.2f} ms")
 # and with the causal mask of lesson 6:
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     rng = np.random.default_rng(0)

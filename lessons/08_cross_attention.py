@@ -287,8 +287,8 @@ print("largest |dmemory| at the padded positions:", float(np.abs(minitrans.to_nu
 # in the table.
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck_report import randomise_params
 
 with minitrans.using(dtype="float64"):
     check_rng = np.random.default_rng(0)

@@ -333,8 +333,8 @@ plt.show()
 # with the means over the feature axis (lesson 11 derives it).
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck_report import randomise_params
 
 with minitrans.using(dtype="float64"):
     check_rng = np.random.default_rng(0)
@@ -364,7 +364,7 @@ with minitrans.using(dtype="float64"):
 # compares it with `minitrans.LayerNorm` on a $(2, 3, 6)$ input.
 
 # %%
-from minitrans.exercises import check_layernorm
+from minitrans.tools.exercises import check_layernorm
 
 
 def my_layernorm(x, gamma, beta, eps):

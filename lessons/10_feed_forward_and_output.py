@@ -24,9 +24,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans import FeedForward, LabelSmoothedCrossEntropy, LogSoftmax, MultiHeadAttention, OutputProjection
+from minitrans import (
+    FeedForward,
+    LabelSmoothedCrossEntropy,
+    LogSoftmax,
+    MultiHeadAttention,
+    OutputProjection,
+)
 from minitrans.decoding import apply_temperature, draw, top_k_filter, top_p_filter
-from minitrans.softmax import softmax
+from minitrans.ops.softmax import softmax
 
 # %% [markdown]
 # ## The position-wise feed-forward network
@@ -111,8 +117,8 @@ plt.show()
 # wrong; `check_layer` detects it and shrinks its step.
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck_report import randomise_params
 
 with minitrans.using(dtype="float64"):
     check_rng = np.random.default_rng(0)
@@ -354,7 +360,7 @@ print("top-p(0.9) of [0.5, 0.3, 0.15, 0.05] =", np.round(minitrans.to_numpy(work
 
 # %%
 rows = minitrans.from_host(np.repeat(minitrans.to_numpy(top_p_probs), 2000, axis=0))   # (2000, V)
-drawn = minitrans.to_numpy(draw(rows, minitrans.backend.device_rng(0)))
+drawn = minitrans.to_numpy(draw(rows, minitrans.core.backend.device_rng(0)))
 frequency = np.bincount(drawn, minlength=len(words)) / len(drawn)
 for word, f, p_kept in zip(words, frequency, minitrans.to_numpy(top_p_probs)[0]):
     print(f"{word:6s} drawn {f:.3f}   probability {p_kept:.3f}")
@@ -389,7 +395,7 @@ plt.show()
 # with `top_p_filter` on three rows, among them the worked example.
 
 # %%
-from minitrans.exercises import check_top_p
+from minitrans.tools.exercises import check_top_p
 
 
 def my_top_p(probs, p):

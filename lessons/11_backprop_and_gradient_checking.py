@@ -23,10 +23,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans import softmax as sm
-from minitrans.gradcheck import (central_derivative, check_layer, format_table,
-                                 numeric_gradient, relative_error)
-from minitrans.gradcheck_report import randomise_params
+from minitrans.ops import softmax as sm
+from minitrans.tools.gradcheck import (
+    central_derivative,
+    check_layer,
+    format_table,
+    numeric_gradient,
+    relative_error,
+)
+from minitrans.tools.gradcheck_report import randomise_params
 
 np.set_printoptions(precision=4, suppress=True)
 
@@ -61,7 +66,7 @@ np.set_printoptions(precision=4, suppress=True)
 # \qquad\Longrightarrow\qquad
 # dz = y \odot \Big(dy - \sum_i dy_i\, y_i\Big).$$
 #
-# That compact form is `minitrans.softmax.softmax_backward(y, dy)`, $O(V)$
+# That compact form is `minitrans.ops.softmax.softmax_backward(y, dy)`, $O(V)$
 # work instead of $O(V^2)$. Let us check it against the full Jacobian, for one
 # row of $V = 6$ logits.
 
@@ -194,7 +199,7 @@ with minitrans.using(dtype="float64"):
 #
 # $$f'(x) \approx \frac{4 D(h) - D(2h)}{3}, \qquad \text{error } O(h^4).$$
 #
-# `minitrans.gradcheck.central_derivative(f, h)` computes this, for $f$ a
+# `minitrans.tools.gradcheck.central_derivative(f, h)` computes this, for $f$ a
 # function of the offset from the point: four evaluations instead of two.
 # On $\sin$ at $x = 1$, where $f'(1) = \cos 1$, the three formulas side by
 # side:
@@ -593,7 +598,12 @@ with minitrans.using(dtype="float64"):
 # Jacobian.
 
 # %%
-from minitrans.exercises import check_attention_backward, check_layernorm_backward, check_softmax_backward
+from minitrans.tools.exercises import (
+    check_attention_backward,
+    check_layernorm_backward,
+    check_softmax_backward,
+)
+
 
 def my_softmax_backward(y, dy):
     # your code here

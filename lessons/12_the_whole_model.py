@@ -26,9 +26,9 @@ import numpy as np
 
 import minitrans
 from minitrans.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, make_seq2seq_batch
-from minitrans.gradcheck import check_layer, format_table
-from minitrans.gradcheck_report import tiny_model
-from minitrans.tasks import load_task
+from minitrans.data.tasks import load_task
+from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck_report import tiny_model
 
 # %% [markdown]
 # ## 1. Figure 1, assembled

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans.optim import global_grad_norm
+from minitrans.training.optim import global_grad_norm
 
 np.set_printoptions(precision=6, suppress=True)
 

@@ -51,13 +51,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans import decoding, evaluation, experiment
-from minitrans.optim import transformer_lr
-from minitrans.softmax import log_softmax
+from minitrans import decoding
+from minitrans.ops.softmax import log_softmax
+from minitrans.training import evaluation, experiment
+from minitrans.training.optim import transformer_lr
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm's notice; we use no progress bar
 runs = tempfile.mkdtemp(prefix="minitrans-lesson14-")  # checkpoints go here, not into the repository
-print("backend:", minitrans.backend.backend_name(), "| checkpoints go to a temporary folder")
+print("backend:", minitrans.core.backend.backend_name(), "| checkpoints go to a temporary folder")
 
 # %% [markdown]
 # ## A run, put together

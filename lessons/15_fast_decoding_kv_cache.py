@@ -38,7 +38,7 @@ import numpy as np
 
 import minitrans
 from minitrans import decoding
-from minitrans.kvcache import KVCache
+from minitrans.model.kvcache import KVCache
 
 # %% [markdown]
 # ## A model to decode with
@@ -105,7 +105,7 @@ print("largest change at the first 5 positions:", np.abs(longer[:, :5] - short).
 #
 # ## The cache
 #
-# `minitrans.kvcache.KVCache` holds the keys and values of one attention
+# `minitrans.model.kvcache.KVCache` holds the keys and values of one attention
 # layer: two buffers $(B, h, \text{max\_len}, d_k)$, allocated once, and a
 # `length`. `append(K_new, V_new)` copies the new positions into place and
 # `keys`, `values` are the filled part, $(B, h, \text{length}, d_k)$:

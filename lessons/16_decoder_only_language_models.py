@@ -37,11 +37,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans import decoding, toy_language
-from minitrans.data import BOS_ID, EOS_ID, Vocab, make_lm_batch, pad
-from minitrans.loss import LabelSmoothedCrossEntropy
-from minitrans.optim import Adam, clip_grad_norm, transformer_lr
-from minitrans.softmax import softmax
+from minitrans import decoding
+from minitrans.data import BOS_ID, EOS_ID, Vocab, make_lm_batch, pad, toy_language
+from minitrans.layers.loss import LabelSmoothedCrossEntropy
+from minitrans.ops.softmax import softmax
+from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 
 # %% [markdown]
 # ## A language model
@@ -129,8 +129,8 @@ print(f"difference {difference:,} = source embedding + encoder + {sizes['N']} cr
 # every parameter:
 
 # %%
-from minitrans.gradcheck import check_layer, format_table
-from minitrans.gradcheck_report import tiny_model
+from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck_report import tiny_model
 
 with minitrans.using(dtype="float64"):
     tiny_lm_with_loss, (tiny_inputs, tiny_targets) = tiny_model(decoder_only=True)

@@ -26,10 +26,16 @@ import numpy as np
 import torch
 
 import minitrans
-from minitrans.gradcheck import check_layer, format_table, relative_error
-from minitrans.interop.torch import (from_torch, key_bias_blocks, paper_loss, paper_optimizer,
-                                     parameter_links, to_torch)
-from minitrans.tasks import load_task
+from minitrans.data.tasks import load_task
+from minitrans.interop.torch import (
+    from_torch,
+    key_bias_blocks,
+    paper_loss,
+    paper_optimizer,
+    parameter_links,
+    to_torch,
+)
+from minitrans.tools.gradcheck import check_layer, format_table, relative_error
 
 minitrans.use("numpy", dtype="float64")   # float64 everywhere: rounding stays near 1e-16
 print("PyTorch", torch.__version__)

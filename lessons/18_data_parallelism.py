@@ -12,7 +12,7 @@
 #
 # 1. shows why the gradient of a batch is a weighted sum of the gradients
 #    of its shards, and why the weights are token counts, not 1/2;
-# 2. checks `minitrans.parallel.DataParallel` against the whole batch in
+# 2. checks `minitrans.training.parallel.DataParallel` against the whole batch in
 #    float64, and by central differences;
 # 3. opens a replica: a copy of the model that shares its parameters but
 #    keeps its own caches, gradients and dropout masks;
@@ -26,9 +26,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import minitrans
-from minitrans.dropout import Dropout
-from minitrans.loss import LabelSmoothedCrossEntropy
-from minitrans.parallel import DataParallel, replicate
+from minitrans.layers.dropout import Dropout
+from minitrans.layers.loss import LabelSmoothedCrossEntropy
+from minitrans.training.parallel import DataParallel, replicate
 
 minitrans.use("numpy", dtype="float64")  # float64 for the checks; timings switch to float32 below
 
@@ -110,7 +110,7 @@ for workers in (2, 3, 5):
 # `numeric_gradient` with `indices`: a sample instead of every entry):
 
 # %%
-from minitrans.gradcheck import numeric_gradient, relative_error
+from minitrans.tools.gradcheck import numeric_gradient, relative_error
 
 model = minitrans.Transformer(config, rng=0)
 parallel = DataParallel(model, LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=2)

@@ -1,7 +1,21 @@
 """minitrans: the Transformer of "Attention Is All You Need", in NumPy, with
-every gradient written by hand, running unchanged on a GPU through CuPy."""
+every gradient written by hand, running unchanged on a GPU through CuPy.
 
-from minitrans.backend import (
+The subpackages follow the data's path through Figure 1, each importing only
+from those listed before it:
+
+    core      which array library runs; clear errors for bad input
+    ops       softmax, sums, masks: array operations the layers share
+    layers    one layer of Figure 1 per module, forward and backward
+    model     the encoder, the decoder, the Transformer, the language model
+    data      vocabulary, tokenisers, batches, the toy tasks
+    decoding  greedy, beam search, sampling
+    training  optimisers, data parallelism, the trainer, checkpoints
+    tools     gradient checks, exercises, plots, the command line
+    interop   the same model in PyTorch
+"""
+
+from minitrans.core.backend import (
     BackendUnavailableError,
     from_host,
     get_dtype,
@@ -12,26 +26,26 @@ from minitrans.backend import (
     use,
     using,
 )
-from minitrans.attention import ScaledDotProductAttention
-from minitrans.config import ModelConfig
-from minitrans.decoder import Decoder, DecoderLayer
-from minitrans.encoder import Encoder, EncoderLayer
-from minitrans.input_embedding import InputEmbedding
-from minitrans.language_model import DecoderOnlyLM
-from minitrans.optim import SGD, Adam, clip_grad_norm, transformer_lr
-from minitrans.projection import OutputProjection
-from minitrans.transformer import Transformer
-from minitrans.dropout import Dropout
-from minitrans.embedding import Embedding
-from minitrans.feedforward import FeedForward
-from minitrans.gradcheck import check_layer
-from minitrans.layernorm import LayerNorm
-from minitrans.linear import Linear
-from minitrans.loss import LabelSmoothedCrossEntropy, LogSoftmax
-from minitrans.masks import causal_mask, decoder_mask, padding_mask
-from minitrans.module import Module
-from minitrans.multihead import MultiHeadAttention
-from minitrans.positional import PositionalEncoding, sinusoidal_table
-from minitrans.sublayer import SublayerConnection
+from minitrans.layers.attention import ScaledDotProductAttention
+from minitrans.layers.dropout import Dropout
+from minitrans.layers.embedding import Embedding
+from minitrans.layers.feedforward import FeedForward
+from minitrans.layers.layernorm import LayerNorm
+from minitrans.layers.linear import Linear
+from minitrans.layers.loss import LabelSmoothedCrossEntropy, LogSoftmax
+from minitrans.layers.module import Module
+from minitrans.layers.multihead import MultiHeadAttention
+from minitrans.layers.positional import PositionalEncoding, sinusoidal_table
+from minitrans.layers.projection import OutputProjection
+from minitrans.layers.sublayer import SublayerConnection
+from minitrans.model.config import ModelConfig
+from minitrans.model.decoder import Decoder, DecoderLayer
+from minitrans.model.encoder import Encoder, EncoderLayer
+from minitrans.model.input_embedding import InputEmbedding
+from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.model.transformer import Transformer
+from minitrans.ops.masks import causal_mask, decoder_mask, padding_mask
+from minitrans.tools.gradcheck import check_layer
+from minitrans.training.optim import SGD, Adam, clip_grad_norm, transformer_lr
 
 __version__ = "0.1.0"

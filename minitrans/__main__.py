@@ -2,6 +2,6 @@
 
 import sys
 
-from minitrans.cli import main
+from minitrans.tools.cli import main
 
 sys.exit(main())

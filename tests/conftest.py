@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans import backend
+from minitrans.core import backend
 
 
 def _cupy_skip_reason():
@@ -25,7 +25,9 @@ _CUPY_SKIP = _cupy_skip_reason()
 BACKEND_PARAMS = [
     "numpy",
     "strict",
-    pytest.param("cupy", marks=pytest.mark.skipif(_CUPY_SKIP is not None, reason=f"CuPy leg: {_CUPY_SKIP}")),
+    pytest.param(
+        "cupy", marks=pytest.mark.skipif(_CUPY_SKIP is not None, reason=f"CuPy leg: {_CUPY_SKIP}")
+    ),
 ]
 
 
@@ -71,4 +73,3 @@ def device():
         return backend.to_device(np.asarray(values), dtype=dtype)
 
     return move
-

@@ -4,7 +4,7 @@ import re
 import warnings
 from contextlib import contextmanager
 
-from minitrans.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck import check_layer, format_table
 
 
 def assert_gradcheck(layer, *inputs, **options):
@@ -39,5 +39,7 @@ def warnings_as_errors():
     """
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        warnings.filterwarnings("ignore", message="invalid value encountered in matmul", category=RuntimeWarning)
+        warnings.filterwarnings(
+            "ignore", message="invalid value encountered in matmul", category=RuntimeWarning
+        )
         yield

@@ -7,7 +7,13 @@ from helpers import assert_gradcheck, warnings_as_errors
 
 import minitrans
 from minitrans import ScaledDotProductAttention
-from minitrans.softmax import SHARED_SHIFT_SPREAD, masked_softmax, softmax, softmax_backward, softmax_in_place
+from minitrans.ops.softmax import (
+    SHARED_SHIFT_SPREAD,
+    masked_softmax,
+    softmax,
+    softmax_backward,
+    softmax_in_place,
+)
 
 PAD = 0
 B, H, T_Q, T_K, D_K, D_V = 2, 2, 3, 4, 5, 3
@@ -50,7 +56,9 @@ def test_gradcheck_without_mask(float64, randn):
 
 
 def test_gradcheck_with_causal_mask(float64, randn):
-    assert_gradcheck(ScaledDotProductAttention(), *qkv(randn, T_K, T_K), mask=minitrans.causal_mask(T_K))
+    assert_gradcheck(
+        ScaledDotProductAttention(), *qkv(randn, T_K, T_K), mask=minitrans.causal_mask(T_K)
+    )
 
 
 def test_gradcheck_with_padding_mask(float64, randn, device):
@@ -58,7 +66,9 @@ def test_gradcheck_with_padding_mask(float64, randn, device):
 
 
 def test_gradcheck_with_a_fully_masked_query_row(float64, randn, device):
-    results = assert_gradcheck(ScaledDotProductAttention(), *qkv(randn), mask=one_row_masked(device))
+    results = assert_gradcheck(
+        ScaledDotProductAttention(), *qkv(randn), mask=one_row_masked(device)
+    )
     assert [r.tensor for r in results] == ["Q", "K", "V"]
 
 
@@ -108,7 +118,9 @@ def test_attention_weights_before_forward_raises(backend_name):
 # ------------------------------------------------------ fully masked row
 
 
-def test_fully_masked_row_gives_zero_output_and_zero_gradients_without_warnings(backend_name, randn, device):
+def test_fully_masked_row_gives_zero_output_and_zero_gradients_without_warnings(
+    backend_name, randn, device
+):
     attention = ScaledDotProductAttention()
     Q, K, V = qkv(randn)
     mask = one_row_masked(device)
@@ -119,10 +131,14 @@ def test_fully_masked_row_gives_zero_output_and_zero_gradients_without_warnings(
         # the same backward with dout zero on the masked row: dK, dV must not change
         dout_other = minitrans.to_numpy(randn(B, H, T_Q, D_V))
         attention.forward(Q, K, V, mask=mask)
-        dK_a, dV_a = (minitrans.to_numpy(g) for g in attention.backward(minitrans.to_device(dout_other))[1:])
+        dK_a, dV_a = (
+            minitrans.to_numpy(g) for g in attention.backward(minitrans.to_device(dout_other))[1:]
+        )
         dout_other[0, :, 1] = 1e3 * np.random.default_rng(0).standard_normal((H, D_V))
         attention.forward(Q, K, V, mask=mask)
-        dK_b, dV_b = (minitrans.to_numpy(g) for g in attention.backward(minitrans.to_device(dout_other))[1:])
+        dK_b, dV_b = (
+            minitrans.to_numpy(g) for g in attention.backward(minitrans.to_device(dout_other))[1:]
+        )
 
     out, dQ, dK, dV = (minitrans.to_numpy(a) for a in (out, dQ, dK, dV))
     for array in (out, dQ, dK, dV, dK_a, dV_a, dK_b, dV_b):
@@ -157,14 +173,18 @@ def test_output_matches_host_reference(backend_name, randn):
     out = ScaledDotProductAttention().forward(Q, K, V)
     assert out.dtype == np.float32
     assert tuple(out.shape) == (B, H, T_Q, D_V)
-    np.testing.assert_allclose(minitrans.to_numpy(out), host_attention(Q, K, V), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(out), host_attention(Q, K, V), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_masked_output_matches_host_reference(backend_name, randn, device):
     Q, K, V = qkv(randn)
     mask = padding(device)
     out = ScaledDotProductAttention().forward(Q, K, V, mask=mask)
-    np.testing.assert_allclose(minitrans.to_numpy(out), host_attention(Q, K, V, mask), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(out), host_attention(Q, K, V, mask), rtol=1e-5, atol=1e-6
+    )
 
 
 # ------------------------------------------------------------ bad input
@@ -172,12 +192,18 @@ def test_masked_output_matches_host_reference(backend_name, randn, device):
 
 def test_non_boolean_mask_raises_type_error(backend_name, randn, device):
     with pytest.raises(TypeError, match="mask"):
-        ScaledDotProductAttention().forward(*qkv(randn), mask=device(np.ones((T_Q, T_K), dtype=np.int64)))
+        ScaledDotProductAttention().forward(
+            *qkv(randn), mask=device(np.ones((T_Q, T_K), dtype=np.int64))
+        )
 
 
-def test_mask_that_does_not_broadcast_raises_value_error_with_both_shapes(backend_name, randn, device):
+def test_mask_that_does_not_broadcast_raises_value_error_with_both_shapes(
+    backend_name, randn, device
+):
     with pytest.raises(ValueError, match="mask") as info:
-        ScaledDotProductAttention().forward(*qkv(randn), mask=device(np.ones((T_Q + 1, T_K), dtype=bool)))
+        ScaledDotProductAttention().forward(
+            *qkv(randn), mask=device(np.ones((T_Q + 1, T_K), dtype=bool))
+        )
     message = str(info.value)
     assert str((B, H, T_Q, T_K)) in message
     assert str((T_Q + 1, T_K)) in message
@@ -185,7 +211,9 @@ def test_mask_that_does_not_broadcast_raises_value_error_with_both_shapes(backen
 
 def test_mask_of_higher_rank_than_scores_raises_value_error(backend_name, randn, device):
     with pytest.raises(ValueError, match="mask"):
-        ScaledDotProductAttention().forward(*qkv(randn), mask=device(np.ones((1, B, H, T_Q, T_K), dtype=bool)))
+        ScaledDotProductAttention().forward(
+            *qkv(randn), mask=device(np.ones((1, B, H, T_Q, T_K), dtype=bool))
+        )
 
 
 def test_k_with_other_d_k_raises_value_error(backend_name, randn):
@@ -247,7 +275,10 @@ def test_softmax_backward_equals_explicit_jacobian_product(float64, randn):
     y_host = minitrans.to_numpy(y)
     jacobian = np.diag(y_host) - np.outer(y_host, y_host)
     np.testing.assert_allclose(
-        minitrans.to_numpy(softmax_backward(y, dy)), jacobian @ minitrans.to_numpy(dy), rtol=1e-12, atol=1e-15
+        minitrans.to_numpy(softmax_backward(y, dy)),
+        jacobian @ minitrans.to_numpy(dy),
+        rtol=1e-12,
+        atol=1e-15,
     )
 
 
@@ -273,7 +304,9 @@ def _host_masked_softmax(z, mask):
     return e / np.where(total > 0, total, 1.0)
 
 
-@pytest.mark.parametrize("spread", [4.0, 3 * SHARED_SHIFT_SPREAD])  # one shared shift / each row's max
+@pytest.mark.parametrize(
+    "spread", [4.0, 3 * SHARED_SHIFT_SPREAD]
+)  # one shared shift / each row's max
 def test_softmax_in_place_equals_the_clear_versions(backend_name, rng, spread):
     z_host = rng.uniform(-spread / 2, spread / 2, size=(2, 3, 5, 7))
     mask_host = rng.random((2, 1, 5, 7)) > 0.3
@@ -289,7 +322,9 @@ def test_softmax_in_place_equals_the_clear_versions(backend_name, rng, spread):
     np.testing.assert_allclose(minitrans.to_numpy(fast_masked), clear_masked, rtol=2e-5, atol=1e-7)
     np.testing.assert_allclose(minitrans.to_numpy(fast_masked), expected, rtol=2e-5, atol=1e-7)
     np.testing.assert_allclose(minitrans.to_numpy(fast), clear, rtol=2e-5, atol=1e-7)
-    assert np.all(minitrans.to_numpy(fast_masked)[0, :, 2] == 0.0)  # the all-masked row: zeros, not NaN
+    assert np.all(
+        minitrans.to_numpy(fast_masked)[0, :, 2] == 0.0
+    )  # the all-masked row: zeros, not NaN
 
 
 def test_softmax_in_place_writes_into_its_argument(backend_name, randn):
@@ -325,7 +360,9 @@ def test_softmax_in_place_does_not_hide_nan(backend_name, device):
     z = device(np.array([[0.0, np.nan, 1.0], [0.0, 1.0, 2.0]]), dtype="float32")
     y = minitrans.to_numpy(softmax_in_place(z))
     assert np.isnan(y[0, 1])
-    np.testing.assert_allclose(y[1], minitrans.to_numpy(softmax(device([0.0, 1.0, 2.0], dtype="float32"))), rtol=1e-6)
+    np.testing.assert_allclose(
+        y[1], minitrans.to_numpy(softmax(device([0.0, 1.0, 2.0], dtype="float32"))), rtol=1e-6
+    )
 
 
 def test_softmax_backward_out_overwrites_dy_with_the_same_result(float64, randn):
@@ -347,5 +384,9 @@ def test_backward_writes_into_given_arrays_the_same_gradients(backend_name, rand
     slots = [side_by_side[:, :, i].swapaxes(1, 2) for i in range(2)]
     dQ, _, _ = attention.backward(dout, out=(None, *slots))
     np.testing.assert_array_equal(minitrans.to_numpy(dQ), fresh[0])
-    np.testing.assert_array_equal(minitrans.to_numpy(side_by_side[:, :, 0]).swapaxes(1, 2), fresh[1])
-    np.testing.assert_array_equal(minitrans.to_numpy(side_by_side[:, :, 1]).swapaxes(1, 2), fresh[2])
+    np.testing.assert_array_equal(
+        minitrans.to_numpy(side_by_side[:, :, 0]).swapaxes(1, 2), fresh[1]
+    )
+    np.testing.assert_array_equal(
+        minitrans.to_numpy(side_by_side[:, :, 1]).swapaxes(1, 2), fresh[2]
+    )

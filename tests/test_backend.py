@@ -9,22 +9,26 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans import backend
-from minitrans.linear import Linear
-from minitrans.positional import PositionalEncoding
+from minitrans.core import backend
+from minitrans.layers.linear import Linear
+from minitrans.layers.positional import PositionalEncoding
 
 
 def test_default_is_numpy_float32():
-    code = "import minitrans; print(minitrans.backend.backend_name(), minitrans.get_dtype())"
+    code = "import minitrans; print(minitrans.core.backend.backend_name(), minitrans.get_dtype())"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MINITRANS_")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
     assert out.stdout.split() == ["numpy", "float32"]
 
 
 def test_environment_variables_choose_backend_and_dtype():
-    code = "import minitrans; print(minitrans.backend.backend_name(), minitrans.get_dtype())"
+    code = "import minitrans; print(minitrans.core.backend.backend_name(), minitrans.get_dtype())"
     env = dict(os.environ, MINITRANS_BACKEND="strict", MINITRANS_DTYPE="float64")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
     assert out.stdout.split() == ["strict", "float64"]
 
 
@@ -135,7 +139,7 @@ def test_rng_argument_must_be_a_seed_or_generator():
 
 
 def test_random_uint16_is_uniform_over_all_16_bits_and_seeded(backend_name):
-    from minitrans.backend import device_rng, random_uint16
+    from minitrans.core.backend import device_rng, random_uint16
 
     draws = minitrans.to_numpy(random_uint16(device_rng(7), (501, 3)))  # not a multiple of 4
     assert draws.dtype == np.uint16 and draws.shape == (501, 3)

@@ -24,26 +24,28 @@ import tempfile
 
 import numpy as np
 import pytest
+from helpers import assert_names
 
 import minitrans
-from helpers import assert_names
-from minitrans import backend, decoding, experiment
-from minitrans.attention import ScaledDotProductAttention
-from minitrans.checkpoint import CheckpointError, load_checkpoint, load_parameters
-from minitrans.checks import NonFiniteError
-from minitrans.config import ModelConfig
+from minitrans import decoding
+from minitrans.core import backend
+from minitrans.core.checks import NonFiniteError
 from minitrans.data import DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
-from minitrans.embedding import Embedding
-from minitrans.feedforward import FeedForward
-from minitrans.language_model import DecoderOnlyLM
-from minitrans.layernorm import LayerNorm
-from minitrans.linear import Linear
-from minitrans.loss import LabelSmoothedCrossEntropy
-from minitrans.multihead import MultiHeadAttention
-from minitrans.positional import PositionalEncoding
-from minitrans.tasks import load_task
-from minitrans.trainer import TrainConfig, TrainingError
-from minitrans.transformer import Transformer
+from minitrans.data.tasks import load_task
+from minitrans.layers.attention import ScaledDotProductAttention
+from minitrans.layers.embedding import Embedding
+from minitrans.layers.feedforward import FeedForward
+from minitrans.layers.layernorm import LayerNorm
+from minitrans.layers.linear import Linear
+from minitrans.layers.loss import LabelSmoothedCrossEntropy
+from minitrans.layers.multihead import MultiHeadAttention
+from minitrans.layers.positional import PositionalEncoding
+from minitrans.model.config import ModelConfig
+from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.model.transformer import Transformer
+from minitrans.training import experiment
+from minitrans.training.checkpoint import CheckpointError, load_checkpoint, load_parameters
+from minitrans.training.trainer import TrainConfig, TrainingError
 
 TINY = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.0}
 TINY_FLAGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--no-progress"]

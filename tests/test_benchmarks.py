@@ -65,18 +65,30 @@ def test_layout_names_column_major_matrices():
     rng = np.random.default_rng(0)
     for code in ("N", "T"):
         operand = make_operand((2, 3, 4), code, rng)
-        assert operand.shape == (2, 3, 4) and layout(operand) == code and operand.dtype == np.float32
+        assert (
+            operand.shape == (2, 3, 4) and layout(operand) == code and operand.dtype == np.float32
+        )
 
 
 def test_time_products_gives_one_time_per_product():
-    products = [[(8, 4), (4, 2), "N", "T", 3], [(2, 8, 4), (2, 4, 8), "T", "N", 1], [(8, 4), (4,), "N", "N", 2]]
+    products = [
+        [(8, 4), (4, 2), "N", "T", 3],
+        [(2, 8, 4), (2, 4, 8), "T", "N", 1],
+        [(8, 4), (4,), "N", "N", 2],
+    ]
     times = time_products(products, np.matmul, lambda a: a, repeats=2)
     assert len(times) == len(products) and all(t > 0 for t in times)
 
 
 def _results(step_ours, step_theirs, alone):
-    return {"configs": {"tiny": {"times": {"minitrans": [step_ours] * 3, "torch": [step_theirs] * 3},
-                                 "products_alone": alone}}}
+    return {
+        "configs": {
+            "tiny": {
+                "times": {"minitrans": [step_ours] * 3, "torch": [step_theirs] * 3},
+                "products_alone": alone,
+            }
+        }
+    }
 
 
 def test_products_table_splits_the_step():
@@ -92,11 +104,17 @@ def test_products_table_is_absent_without_measurements():
 def test_vs_pytorch_quick_run_reports():
     pytest.importorskip("torch", reason="PyTorch is not installed: pip install \".[torch]\"")
     script = os.path.join(BENCHMARKS, "vs_pytorch.py")
-    run = subprocess.run([sys.executable, script, "--quick", "--pause", "0"], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, script, "--quick", "--pause", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| tiny |" in run.stdout and "2 worker threads" in run.stdout
-    assert "matrix products alone" not in run.stdout  # only with one worker: see MinitransRunner.profile
+    assert (
+        "matrix products alone" not in run.stdout
+    )  # only with one worker: see MinitransRunner.profile
 
 
 def test_the_profile_of_a_step_with_workers():
@@ -105,9 +123,9 @@ def test_the_profile_of_a_step_with_workers():
     a share of each thread's step; the list of products is kept only with
     one worker, whose products run one at a time like the products alone."""
     from benchmark_worker import MinitransRunner
+    from vs_pytorch import CONFIGS
 
     import minitrans
-    from vs_pytorch import CONFIGS
 
     profiles = {}
     with minitrans.using("numpy", dtype="float32"):
@@ -123,16 +141,31 @@ def test_the_profile_of_a_step_with_workers():
 
 
 def test_vs_pytorch_refuses_workers_on_a_gpu():
-    run = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "vs_pytorch.py"), "--device", "gpu",
-                          "--workers", "2"], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(BENCHMARKS, "vs_pytorch.py"),
+            "--device",
+            "gpu",
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2
     assert "--workers: expected 1 with --device gpu, got 2" in run.stderr
     assert "Traceback" not in run.stderr
 
 
 def test_vs_pytorch_refuses_a_negative_pause():
-    run = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "vs_pytorch.py"), "--pause", "-1"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "vs_pytorch.py"), "--pause", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2
     assert "--pause: expected a number >= 0, got -1.0" in run.stderr
     assert "Traceback" not in run.stderr

@@ -6,10 +6,15 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans import checkpoint
-from minitrans.checkpoint import CheckpointError, load_checkpoint, load_parameters, save_checkpoint
-from minitrans.config import ModelConfig
-from minitrans.transformer import Transformer
+from minitrans.model.config import ModelConfig
+from minitrans.model.transformer import Transformer
+from minitrans.training import checkpoint
+from minitrans.training.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    load_parameters,
+    save_checkpoint,
+)
 
 
 def _model(**sizes):
@@ -29,8 +34,12 @@ def test_round_trip_is_exact(backend_name, tmp_path):
     assert records == {"model_config": model.config.to_dict(), "step": 3}
     copy = Transformer(ModelConfig.from_dict(records["model_config"]), rng=1)
     load_parameters(copy, arrays, path)
-    for (name, value, _), (_, restored, _) in zip(model.named_parameters(), copy.named_parameters()):
-        np.testing.assert_array_equal(minitrans.to_numpy(restored), minitrans.to_numpy(value), err_msg=name)
+    for (name, value, _), (_, restored, _) in zip(
+        model.named_parameters(), copy.named_parameters()
+    ):
+        np.testing.assert_array_equal(
+            minitrans.to_numpy(restored), minitrans.to_numpy(value), err_msg=name
+        )
 
 
 def test_a_failed_write_leaves_the_old_checkpoint_and_no_temporary_file(tmp_path, monkeypatch):

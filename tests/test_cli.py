@@ -6,12 +6,14 @@ import warnings
 
 import pytest
 
-from minitrans import cli
-from minitrans.cli import main
+from minitrans.tools import cli
+from minitrans.tools.cli import main
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "minitrans", *args], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "minitrans", *args], capture_output=True, text=True
+    )
 
 
 def test_gradcheck_prints_a_table_and_exits_zero():
@@ -31,10 +33,12 @@ def test_gradcheck_on_the_strict_backend(capsys):
 
 
 def test_gradcheck_exits_non_zero_when_a_check_fails(monkeypatch, capsys):
-    from minitrans import gradcheck_report
-    from minitrans.gradcheck import TensorCheck
+    from minitrans.tools import gradcheck_report
+    from minitrans.tools.gradcheck import TensorCheck
 
-    monkeypatch.setattr(gradcheck_report, "run_report", lambda name, seed: [TensorCheck("Broken", "x", (2,), 0.5)])
+    monkeypatch.setattr(
+        gradcheck_report, "run_report", lambda name, seed: [TensorCheck("Broken", "x", (2,), 0.5)]
+    )
     assert main(["gradcheck"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "1 of 1 tensors FAILED" in out

@@ -9,7 +9,9 @@ TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--n
 
 
 def run(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "minitrans", *args], capture_output=True, text=True, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "minitrans", *args], capture_output=True, text=True, input=stdin
+    )
 
 
 def assert_one_line_error(result, *fragments):
@@ -38,7 +40,9 @@ def test_train_prints_progress_accuracy_and_samples(trained_copy):
 
 def test_resume_continues_from_the_checkpoint(trained_copy):
     out, _ = trained_copy
-    result = run("train", "copy", "--resume", str(out / "checkpoint.npz"), "--steps", "6", "--no-progress")
+    result = run(
+        "train", "copy", "--resume", str(out / "checkpoint.npz"), "--steps", "6", "--no-progress"
+    )
     assert result.returncode == 0, result.stderr
     assert "step 6: held-out loss" in result.stdout and "step 2:" not in result.stdout
 
@@ -48,7 +52,14 @@ def test_translate_one_sentence_and_standard_input(trained_copy):
     one = run("translate", "--checkpoint", str(out / "checkpoint.npz"), "0123456789")
     assert one.returncode == 0, one.stderr
     assert len(one.stdout.splitlines()) == 1
-    many = run("translate", "--checkpoint", str(out / "checkpoint.npz"), "--beam", "3", stdin="0123\n98765\n")
+    many = run(
+        "translate",
+        "--checkpoint",
+        str(out / "checkpoint.npz"),
+        "--beam",
+        "3",
+        stdin="0123\n98765\n",
+    )
     assert many.returncode == 0, many.stderr
     assert len(many.stdout.splitlines()) == 2
 
@@ -59,7 +70,9 @@ def test_evaluate_prints_exact_match_and_bleu(trained_copy, tmp_path):
     data.write_text("0123456789\t0123456789\n5555500000\t5555500000\n", encoding="utf-8")
     result = run("evaluate", "--checkpoint", str(out / "checkpoint.npz"), "--data", str(data))
     assert result.returncode == 0, result.stderr
-    assert "2 pairs" in result.stdout and "exact match:" in result.stdout and "BLEU:" in result.stdout
+    assert (
+        "2 pairs" in result.stdout and "exact match:" in result.stdout and "BLEU:" in result.stdout
+    )
 
 
 def test_training_on_a_tsv_holds_out_a_slice_and_says_so(tmp_path):
@@ -78,8 +91,14 @@ def test_user_errors_are_one_line(trained_copy, tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("a\tb\nno tab here\n", encoding="utf-8")
     assert_one_line_error(run("train", "translate", "--data", str(bad), *TINY), "bad.tsv", "line 2")
-    assert_one_line_error(run("translate", "--checkpoint", str(tmp_path / "none.npz"), "hi"), "none.npz", "not found")
-    assert_one_line_error(run("translate", "--checkpoint", str(bad), "hi"), "bad.tsv", "not a readable checkpoint")
-    assert_one_line_error(run("evaluate", "--checkpoint", str(out / "checkpoint.npz"), "--data", str(bad)), "line 2")
+    assert_one_line_error(
+        run("translate", "--checkpoint", str(tmp_path / "none.npz"), "hi"), "none.npz", "not found"
+    )
+    assert_one_line_error(
+        run("translate", "--checkpoint", str(bad), "hi"), "bad.tsv", "not a readable checkpoint"
+    )
+    assert_one_line_error(
+        run("evaluate", "--checkpoint", str(out / "checkpoint.npz"), "--data", str(bad)), "line 2"
+    )
     assert_one_line_error(run("train", "copy", "--device", "gpu", *TINY), "cupy")
     assert_one_line_error(run("train", "copy", "--lr-factor", "-1", *TINY), "lr_factor")

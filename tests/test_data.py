@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import assert_names
 
-from minitrans import backend
+from minitrans.core import backend
 from minitrans.data import (
     BOS_ID,
     EOS_ID,
@@ -67,7 +67,15 @@ def test_decode_stops_at_the_first_eos_and_drops_pad_and_bos():
     vocab = Vocab(["a", "b"])
     ids = [BOS_ID, 4, UNK_ID, 5, EOS_ID, 4, PAD_ID]
     assert vocab.decode(ids) == ["a", "<unk>", "b"]
-    assert vocab.decode(ids, strip_special=False) == ["<bos>", "a", "<unk>", "b", "<eos>", "a", "<pad>"]
+    assert vocab.decode(ids, strip_special=False) == [
+        "<bos>",
+        "a",
+        "<unk>",
+        "b",
+        "<eos>",
+        "a",
+        "<pad>",
+    ]
     assert vocab.decode(np.array([4, PAD_ID, 5])) == ["a", "b"]
 
 
@@ -84,7 +92,9 @@ def test_json_round_trip():
     assert again.encode(["wörld"]) == vocab.encode(["wörld"])
 
 
-@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"tokens": ["a"]}', '{"specials": ["<pad>"], "tokens": []}'])
+@pytest.mark.parametrize(
+    "text", ["not json", "[1, 2]", '{"tokens": ["a"]}', '{"specials": ["<pad>"], "tokens": []}']
+)
 def test_from_json_rejects_bad_input(text):
     with pytest.raises(DataError):
         Vocab.from_json(text)
@@ -161,7 +171,11 @@ def test_an_empty_batch_is_an_error(make):
 
 
 def _epochs(examples, batch_size, seed, batches):
-    return list(itertools.islice(iterate_batches(examples, batch_size, np.random.default_rng(seed)), batches))
+    return list(
+        itertools.islice(
+            iterate_batches(examples, batch_size, np.random.default_rng(seed)), batches
+        )
+    )
 
 
 def test_batches_are_the_same_for_a_seed_and_differ_for_another():
@@ -171,7 +185,10 @@ def test_batches_are_the_same_for_a_seed_and_differ_for_another():
 
 
 def test_each_epoch_visits_every_example_once_in_a_new_order():
-    first, second = _epochs(list(range(12)), 4, seed=3, batches=3), _epochs(list(range(12)), 4, seed=3, batches=6)[3:]
+    first, second = (
+        _epochs(list(range(12)), 4, seed=3, batches=3),
+        _epochs(list(range(12)), 4, seed=3, batches=6)[3:],
+    )
     for epoch in (first, second):
         assert all(len(batch) == 4 for batch in epoch)
         assert sorted(sum(epoch, [])) == list(range(12))

@@ -13,11 +13,12 @@ import pytest
 from helpers import assert_names
 
 import minitrans
-from minitrans import backend, decoding
-from minitrans.config import ModelConfig
-from minitrans.language_model import DecoderOnlyLM
-from minitrans.softmax import softmax
-from minitrans.transformer import Transformer
+from minitrans import decoding
+from minitrans.core import backend
+from minitrans.model.config import ModelConfig
+from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.model.transformer import Transformer
+from minitrans.ops.softmax import softmax
 
 PAD, BOS, EOS = 0, 1, 2
 SOURCES = [[3, 4, 5, 0], [6, 4, 0, 0], [5, 5, 6, 3]]
@@ -32,8 +33,9 @@ ENCODER_DECODERS = [
 
 
 def make_model(options=None, seed=0, eos_shift=1.0, decoder_only=False, dropout=0.0):
-    config = ModelConfig.preset("tiny", vocab_size=7, N=2, decoder_only=decoder_only, dropout=dropout,
-                                **(options or {}))
+    config = ModelConfig.preset(
+        "tiny", vocab_size=7, N=2, decoder_only=decoder_only, dropout=dropout, **(options or {})
+    )
     model = (DecoderOnlyLM if decoder_only else Transformer)(config, rng=seed)
     model.generator.params["b"][EOS] -= eos_shift
     return model.eval()
@@ -58,7 +60,9 @@ def sequence_log_probs(model, src, tokens):
         log_probs -= np.log(np.exp(log_probs).sum(axis=1, keepdims=True))
         alive = t < lengths
         total[alive] += log_probs[alive, tokens_host[alive, t]]
-        prefix = xp.concatenate([prefix, xp.where(tokens[:, t:t + 1] == PAD, EOS, tokens[:, t:t + 1])], axis=1)
+        prefix = xp.concatenate(
+            [prefix, xp.where(tokens[:, t : t + 1] == PAD, EOS, tokens[:, t : t + 1])], axis=1
+        )
     return total, lengths
 
 
@@ -79,7 +83,9 @@ def assert_decoded_format(tokens, max_len):
 
 
 @pytest.mark.parametrize("options, seed, shift", ENCODER_DECODERS)
-def test_cached_and_recomputed_greedy_give_the_same_tokens_and_logits(float64, device, options, seed, shift):
+def test_cached_and_recomputed_greedy_give_the_same_tokens_and_logits(
+    float64, device, options, seed, shift
+):
     model = make_model(options, seed, shift)
     src = device(SOURCES)
     cached, cached_logits = decoding.greedy(model, src, 8, return_logits=True)
@@ -114,7 +120,9 @@ def test_decoding_switches_dropout_off(backend_name, device):
     model = make_model(dropout=0.5).train()
     tokens = decoding.greedy(model, device(SOURCES), 6)
     assert not model.training and not model.decoder.layers[0].self_attn.training
-    np.testing.assert_array_equal(host(tokens), host(decoding.greedy(model.train(), device(SOURCES), 6)))
+    np.testing.assert_array_equal(
+        host(tokens), host(decoding.greedy(model.train(), device(SOURCES), 6))
+    )
 
 
 # ------------------------------------------------------------- beam search
@@ -133,15 +141,18 @@ def test_beam_search_of_size_one_is_greedy(float64, device, options, seed, shift
 def test_beam_scores_are_the_recomputed_log_probabilities_and_beat_greedy(float64, device, alpha):
     model = make_model(eos_shift=2.0)
     src = device(SOURCES)
-    best, beams, scores = decoding.beam_search(model, src, beam_size=3, max_len=6, length_penalty=alpha,
-                                               return_all=True)
+    best, beams, scores = decoding.beam_search(
+        model, src, beam_size=3, max_len=6, length_penalty=alpha, return_all=True
+    )
     assert host(beams).shape[:2] == (3, 3) and host(scores).shape == (3, 3)
     assert np.all(np.diff(host(scores), axis=1) <= 0)  # best first
     np.testing.assert_array_equal(host(best), host(beams)[:, 0, : host(best).shape[1]])
     assert_decoded_format(best, 6)
     for k in range(3):  # every beam's score, from the slow path: the caches followed the beams
         log_p, length = sequence_log_probs(model, src, beams[:, k])
-        np.testing.assert_allclose(host(scores)[:, k], log_p / ((5 + length) / 6) ** alpha, rtol=1e-9)
+        np.testing.assert_allclose(
+            host(scores)[:, k], log_p / ((5 + length) / 6) ** alpha, rtol=1e-9
+        )
     greedy_log_p, greedy_length = sequence_log_probs(model, src, decoding.greedy(model, src, 6))
     assert np.all(host(scores)[:, 0] >= greedy_log_p / ((5 + greedy_length) / 6) ** alpha - 1e-12)
 
@@ -185,7 +196,9 @@ class ScriptedState:
 
 def test_beam_search_follows_a_better_parent(float64, device):
     model, src = ScriptedModel(), device([[3]])
-    best, beams, scores = decoding.beam_search(model, src, beam_size=2, length_penalty=0.0, return_all=True)
+    best, beams, scores = decoding.beam_search(
+        model, src, beam_size=2, length_penalty=0.0, return_all=True
+    )
     np.testing.assert_array_equal(host(best), [[4, 5, 2]])
     np.testing.assert_array_equal(host(beams), [[[4, 5, 2], [3, 2, 0]]])
     np.testing.assert_allclose(host(scores), np.log([[0.4 * 0.9 * 0.9, 0.6 * 0.35]]), rtol=1e-4)
@@ -205,7 +218,9 @@ def test_top_k_keeps_exactly_k_even_with_ties(backend_name, device):
     logits = device([[0.1, 3.0, 2.0, 2.0, -1.0], [1.0, 1.0, 1.0, 1.0, 1.0]], dtype="float64")
     kept = host(decoding.top_k_filter(logits, 2))
     np.testing.assert_array_equal(np.isfinite(kept).sum(axis=1), [2, 2])
-    np.testing.assert_array_equal(kept[0], [-np.inf, 3.0, 2.0, -np.inf, -np.inf])  # first of the tie
+    np.testing.assert_array_equal(
+        kept[0], [-np.inf, 3.0, 2.0, -np.inf, -np.inf]
+    )  # first of the tie
     np.testing.assert_array_equal(host(decoding.top_k_filter(logits, 9)), host(logits))
 
 
@@ -215,8 +230,12 @@ def test_top_p_worked_example_and_always_one_token(backend_name, device):
     np.testing.assert_allclose(kept[0], [0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0.0])
     np.testing.assert_allclose(kept[0], [0.526, 0.316, 0.158, 0.0], atol=1e-3)
     np.testing.assert_allclose(kept[1], kept[0][::-1])  # order in the row does not matter
-    np.testing.assert_allclose(host(decoding.top_p_filter(probs, 1e-9)), [[1, 0, 0, 0], [0, 0, 0, 1]])
-    np.testing.assert_allclose(host(decoding.top_p_filter(probs, 0.5)), [[1, 0, 0, 0], [0, 0, 0, 1]])
+    np.testing.assert_allclose(
+        host(decoding.top_p_filter(probs, 1e-9)), [[1, 0, 0, 0], [0, 0, 0, 1]]
+    )
+    np.testing.assert_allclose(
+        host(decoding.top_p_filter(probs, 0.5)), [[1, 0, 0, 0], [0, 0, 0, 1]]
+    )
     np.testing.assert_allclose(host(decoding.top_p_filter(probs, 1.0)), host(probs))
 
 
@@ -243,7 +262,9 @@ def test_sampling_repeats_for_a_seed_and_differs_for_another(backend_name, devic
     first = host(decoding.sample(model, src, 8, rng=1))
     assert_decoded_format(decoding.sample(model, src, 8, rng=1), 8)
     np.testing.assert_array_equal(first, host(decoding.sample(model, src, 8, rng=1)))
-    np.testing.assert_array_equal(first, host(decoding.sample(model, src, 8, rng=backend.device_rng(1))))
+    np.testing.assert_array_equal(
+        first, host(decoding.sample(model, src, 8, rng=backend.device_rng(1)))
+    )
     other = host(decoding.sample(model, src, 8, rng=2))
     assert first.shape != other.shape or (first != other).any()
 
@@ -252,7 +273,9 @@ def test_sampling_with_top_k_one_is_greedy(backend_name, device):
     model, src = make_model(), device(SOURCES)
     greedy = host(decoding.greedy(model, src, 8))
     for options in [{"top_k": 1}, {"top_k": 1, "temperature": 3.0}, {"top_p": 1e-6}]:
-        np.testing.assert_array_equal(host(decoding.sample(model, src, 8, rng=5, **options)), greedy)
+        np.testing.assert_array_equal(
+            host(decoding.sample(model, src, 8, rng=5, **options)), greedy
+        )
 
 
 # ---------------------------------------------------- decoder-only language model
@@ -262,7 +285,9 @@ def test_sampling_with_top_k_one_is_greedy(backend_name, device):
 def test_language_model_cached_and_recomputed_generation_agree(float64, device, strategy):
     lm = make_model(seed=1, decoder_only=True)
     prompt = device(PROMPTS)
-    cached, cached_logits = decoding.generate(lm, prompt, 9, strategy=strategy, rng=3, return_logits=True)
+    cached, cached_logits = decoding.generate(
+        lm, prompt, 9, strategy=strategy, rng=3, return_logits=True
+    )
     slow, slow_logits = decoding.generate(lm, prompt, 9, strategy=strategy, rng=3, use_cache=False,
                                           return_logits=True)
     np.testing.assert_array_equal(host(cached), host(slow))

@@ -8,12 +8,11 @@ float32 and every output, input gradient and parameter gradient is checked.
 
 import numpy as np
 import pytest
+from helpers import warnings_as_errors
 
 import minitrans
-from minitrans import backend
-from minitrans.gradcheck_report import layer_cases
-
-from helpers import warnings_as_errors
+from minitrans.core import backend
+from minitrans.tools.gradcheck_report import layer_cases
 
 
 def _cases_in_current_dtype():
@@ -40,11 +39,15 @@ def test_every_layer_keeps_the_dtype_through_forward_and_backward(backend_name, 
             assert np.isfinite(minitrans.to_numpy(out)).all(), f"{label}: forward is not finite"
             for grad in _floats(grads):
                 assert grad.dtype == dtype, f"{label}: input gradient is {grad.dtype}"
-                assert np.isfinite(minitrans.to_numpy(grad)).all(), f"{label}: input gradient is not finite"
+                assert np.isfinite(
+                    minitrans.to_numpy(grad)
+                ).all(), f"{label}: input gradient is not finite"
             for name, value, grad in layer.named_parameters():
                 assert value.dtype == dtype, f"{label}: parameter {name} is {value.dtype}"
                 assert grad.dtype == dtype, f"{label}: gradient of {name} is {grad.dtype}"
-                assert np.isfinite(minitrans.to_numpy(grad)).all(), f"{label}: gradient of {name} is not finite"
+                assert np.isfinite(
+                    minitrans.to_numpy(grad)
+                ).all(), f"{label}: gradient of {name} is not finite"
 
 
 def test_layer_parameters_are_created_in_the_default_dtype(backend_name):
@@ -59,9 +62,9 @@ def test_a_float32_training_step_and_decoding_never_make_a_float64_array(decoder
     training step (forward, label-smoothed loss, backward, clipping, Adam)
     and greedy and beam decoding stay float32 throughout, not only at the end."""
     from minitrans import decoding
-    from minitrans._strict import forbid_float64
-    from minitrans.gradcheck_report import tiny_model
-    from minitrans.optim import Adam, clip_grad_norm
+    from minitrans.core.strict import forbid_float64
+    from minitrans.tools.gradcheck_report import tiny_model
+    from minitrans.training.optim import Adam, clip_grad_norm
 
     with minitrans.using("strict", dtype="float32"):
         whole, batch = tiny_model(decoder_only=decoder_only, seed=3)
@@ -82,7 +85,7 @@ def test_a_float32_training_step_and_decoding_never_make_a_float64_array(decoder
 
 
 def test_the_float64_sentinel_catches_an_upcast():
-    from minitrans._strict import forbid_float64
+    from minitrans.core.strict import forbid_float64
 
     with minitrans.using("strict", dtype="float32"):
         x = minitrans.get_xp().ones(3, dtype="float32")

@@ -8,7 +8,7 @@ from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import Embedding
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck_report import randomise_params
 
 IDS = [[1, 2, 1, 4], [3, 1, 0, 2]]  # token 1 appears three times, 2 twice
 
@@ -109,7 +109,7 @@ def test_wrong_upstream_shape_names_dy(backend_name, device, randn):
 
 @pytest.mark.parametrize("vocab_size", [5, 70])  # below and above ONE_HOT_VOCAB
 def test_both_ways_of_adding_up_rows_agree_with_a_loop(backend_name, randn, vocab_size):
-    from minitrans.embedding import ONE_HOT_VOCAB
+    from minitrans.layers.embedding import ONE_HOT_VOCAB
 
     assert (vocab_size <= ONE_HOT_VOCAB) == (vocab_size == 5)
     layer = minitrans.Embedding(vocab_size, 3, rng=0)
@@ -120,11 +120,13 @@ def test_both_ways_of_adding_up_rows_agree_with_a_loop(backend_name, randn, voca
     expected = np.zeros((vocab_size, 3))
     for position, token in enumerate(ids.reshape(-1)):
         expected[token] += minitrans.to_numpy(dy).reshape(-1, 3)[position] * 3**0.5
-    np.testing.assert_allclose(minitrans.to_numpy(layer.grads["W_E"]), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(layer.grads["W_E"]), expected, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_add_rows_at_equals_row_wise_add_at_bit_for_bit(backend_name):
-    from minitrans.embedding import add_rows_at
+    from minitrans.layers.embedding import add_rows_at
 
     rng = np.random.default_rng(0)
     row_ids = rng.integers(0, 50, size=400)  # many repeats
@@ -137,7 +139,7 @@ def test_add_rows_at_equals_row_wise_add_at_bit_for_bit(backend_name):
 
 
 def test_add_rows_at_refuses_a_strided_table():
-    from minitrans.embedding import add_rows_at
+    from minitrans.layers.embedding import add_rows_at
 
     table = np.zeros((6, 4), dtype=np.float32)[::2]  # every other row: reshape would copy
     with pytest.raises(ValueError, match="table: expected a C-contiguous array"):

@@ -3,15 +3,17 @@
 import numpy as np
 import pytest
 
-from minitrans import evaluation, experiment
-from minitrans.tasks import load_task
+from minitrans.data.tasks import load_task
+from minitrans.training import evaluation, experiment
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """Untrained tiny models of the copy and addition tasks."""
     def build(task_name):
-        config = experiment.train_config_for(task_name, steps=1, out_dir=str(tmp_path_factory.mktemp(task_name)))
+        config = experiment.train_config_for(
+            task_name, steps=1, out_dir=str(tmp_path_factory.mktemp(task_name))
+        )
         sizes = {"d_model": 16, "h": 2, "N": 2, "d_ff": 32}
         return experiment.new_trainer(config, sizes, progress=False, log=lambda m: None)
     return {"copy": build("copy"), "lm": build("lm")}
@@ -48,7 +50,9 @@ def test_language_model_metrics_score_the_answer_only(tiny):
 def test_attention_for_a_decoded_sentence(tiny):
     trainer = tiny["copy"]
     source = trainer.task.valid[0][0]
-    source_tokens, output_tokens, weights = evaluation.attention_for(trainer.model, trainer.task, source)
+    source_tokens, output_tokens, weights = evaluation.attention_for(
+        trainer.model, trainer.task, source
+    )
     assert source_tokens == list(source)
     assert weights.shape == (2, len(output_tokens), len(source_tokens))
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-5)
@@ -62,6 +66,8 @@ def test_fit_with_no_steps_left_reports_where_it_stands(tiny):
 
 
 def test_bleu_by_sacrebleu():
-    assert evaluation.corpus_bleu(["the cat sat on the mat"], ["the cat sat on the mat"]) == pytest.approx(100.0)
+    assert evaluation.corpus_bleu(
+        ["the cat sat on the mat"], ["the cat sat on the mat"]
+    ) == pytest.approx(100.0)
     assert evaluation.corpus_bleu(["a b c d"], ["w x y z"]) < 1.0
     assert load_task("translate").kind == "seq2seq"

@@ -13,8 +13,9 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
 def run(args, cwd, timeout=300):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    result = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -35,13 +36,25 @@ def test_continuing_in_pytorch_with_distributed_data_parallel(tmp_path, processe
     """A minitrans checkpoint goes to PyTorch, trains there (two processes:
     DistributedDataParallel over gloo) and comes back as a checkpoint that
     the command line reads."""
-    run(["-m", "minitrans.cli", "train", "copy", "--steps", "20", "--out", "first"], cwd=tmp_path)
+    run(
+        ["-m", "minitrans.tools.cli", "train", "copy", "--steps", "20", "--out", "first"],
+        cwd=tmp_path,
+    )
     script = [str(EXAMPLES / "continue_in_pytorch.py"), "first/checkpoint.npz", "--steps", "5",
               "--out", "second.npz"]
     if processes > 1:
-        script = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", *script]
+        script = [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            *script,
+        ]
     output = run(script, cwd=tmp_path)
     assert f"on {processes} process(es)" in output
     assert "back in minitrans after 25 steps" in output
-    translated = run(["-m", "minitrans.cli", "translate", "--checkpoint", "second.npz", "1 2 3"], cwd=tmp_path)
+    translated = run(
+        ["-m", "minitrans.tools.cli", "translate", "--checkpoint", "second.npz", "1 2 3"],
+        cwd=tmp_path,
+    )
     assert translated.strip()

@@ -6,7 +6,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from minitrans.exercises import CHECKERS
+from minitrans.tools.exercises import CHECKERS
 
 SOLUTIONS = pathlib.Path(__file__).resolve().parents[1] / "lessons" / "solutions"
 
@@ -40,13 +40,21 @@ def _scaled(function, factor):
     """A wrong answer: the right one, every output array off by a factor."""
     def wrong(*args):
         out = function(*args)
-        return tuple(np.asarray(o) * factor for o in out) if isinstance(out, tuple) else np.asarray(out) * factor
+        return (
+            tuple(np.asarray(o) * factor for o in out)
+            if isinstance(out, tuple)
+            else np.asarray(out) * factor
+        )
     return wrong
 
 
 @pytest.mark.parametrize("name", sorted(CHECKERS))
 def test_wrong_answers_fail_with_a_hint(name, capsys):
-    for wrong in (_scaled(FUNCTIONS[name], 1.01), _scaled(FUNCTIONS[name], 0.0), _scaled(FUNCTIONS[name], np.nan)):
+    for wrong in (
+        _scaled(FUNCTIONS[name], 1.01),
+        _scaled(FUNCTIONS[name], 0.0),
+        _scaled(FUNCTIONS[name], np.nan),
+    ):
         result = CHECKERS[name](wrong)
         assert not result.passed
         assert "Hint" in result.message

@@ -10,17 +10,16 @@ import time
 
 import numpy as np
 import pytest
+from helpers import warnings_as_errors
 
 import minitrans
-from minitrans import experiment
-from minitrans.checkpoint import load_checkpoint
-from minitrans.config import ModelConfig
-from minitrans.language_model import DecoderOnlyLM
-from minitrans.loss import LabelSmoothedCrossEntropy
-from minitrans.trainer import TrainConfig
-
-from helpers import warnings_as_errors
-from minitrans.transformer import Transformer
+from minitrans.layers.loss import LabelSmoothedCrossEntropy
+from minitrans.model.config import ModelConfig
+from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.model.transformer import Transformer
+from minitrans.training import experiment
+from minitrans.training.checkpoint import load_checkpoint
+from minitrans.training.trainer import TrainConfig
 
 TINY = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
 
@@ -43,8 +42,8 @@ def test_the_same_seed_gives_bit_identical_losses_over_50_steps(tmp_path):
 
 TRAIN_FOREVER = textwrap.dedent("""
     import sys
-    from minitrans import experiment
-    from minitrans.trainer import TrainConfig
+    from minitrans.training import experiment
+    from minitrans.training.trainer import TrainConfig
     config = TrainConfig(task="copy", steps=10_000, batch_size=16, warmup=4, eval_every=1, eval_pairs=4,
                          target_exact_match=1.1, out_dir=sys.argv[1])
     sizes = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
@@ -70,7 +69,9 @@ def test_a_run_killed_while_checkpointing_always_leaves_a_loadable_checkpoint(tm
         _, records = load_checkpoint(path)  # never truncated, never half written
         steps_seen.append(records["step"])
     assert all(step >= 1 for step in steps_seen)
-    resumed = experiment.resume_trainer(path, steps=steps_seen[-1] + 3, progress=False, log=lambda m: None)
+    resumed = experiment.resume_trainer(
+        path, steps=steps_seen[-1] + 3, progress=False, log=lambda m: None
+    )
     resumed.fit()
     assert resumed.step == steps_seen[-1] + 3
     # a killed writer may leave its temporary file behind; training removes it
@@ -92,7 +93,9 @@ def test_training_removes_the_temporary_files_of_an_interrupted_save(tmp_path):
 def test_extreme_but_valid_inputs_stay_finite_without_warnings(backend_name, decoder_only):
     """Sequences of length 1, a batch of one, a vocabulary of 4 (the
     specials alone), and logits of +-1e4 in the loss."""
-    config = ModelConfig(vocab_size=4, d_model=8, h=2, N=1, d_ff=16, max_len=8, decoder_only=decoder_only)
+    config = ModelConfig(
+        vocab_size=4, d_model=8, h=2, N=1, d_ff=16, max_len=8, decoder_only=decoder_only
+    )
     model = DecoderOnlyLM(config, rng=0) if decoder_only else Transformer(config, rng=0)
     ids = minitrans.to_device(np.array([[3]]))
     loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=0)

@@ -7,7 +7,7 @@ from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import FeedForward
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck_report import randomise_params
 
 
 def test_forward_equals_host_relu_mlp(backend_name, randn):

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.gradcheck import check_layer, format_table, relative_error
-from minitrans.gradcheck_report import randomise_params, run_report
-from minitrans.layernorm import LayerNorm
-from minitrans.linear import Linear
-from minitrans.softmax import softmax
-from minitrans.module import Module
+from minitrans.layers.layernorm import LayerNorm
+from minitrans.layers.linear import Linear
+from minitrans.layers.module import Module
+from minitrans.ops.softmax import softmax
+from minitrans.tools.gradcheck import check_layer, format_table, relative_error
+from minitrans.tools.gradcheck_report import randomise_params, run_report
 
 
 class LayerNormWithoutMeanTerm(LayerNorm):
@@ -113,14 +113,25 @@ def test_the_report_passes_every_layer_on_every_backend(backend_name):
     results = run_report(backend_name)
     assert all(r.passed for r in results), format_table(results)
     layers = {r.layer.split(" (")[0] for r in results}
-    assert {"Linear", "Embedding", "PositionalEncoding", "Attention", "MultiHeadAttention",
-            "LayerNorm", "FeedForward", "Dropout", "Add & Norm", "LogSoftmax", "CrossEntropy"} <= layers
+    assert {
+        "Linear",
+        "Embedding",
+        "PositionalEncoding",
+        "Attention",
+        "MultiHeadAttention",
+        "LayerNorm",
+        "FeedForward",
+        "Dropout",
+        "Add & Norm",
+        "LogSoftmax",
+        "CrossEntropy",
+    } <= layers
 
 
 def test_numeric_gradient_of_a_sample_of_entries():
     """``indices`` computes those entries exactly as the whole array does,
     touches no others, and restores the array."""
-    from minitrans.gradcheck import numeric_gradient
+    from minitrans.tools.gradcheck import numeric_gradient
 
     array = np.random.default_rng(0).standard_normal((3, 4))
     before = array.copy()

@@ -6,7 +6,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 from helpers import warnings_as_errors
 
 
@@ -17,7 +16,9 @@ def test_the_groundless_matmul_warning_is_let_through():
 
 def test_an_overflow_in_a_product_is_an_error():
     big = np.full(4, 1e30, dtype=np.float32)
-    with warnings_as_errors(), pytest.raises(RuntimeWarning, match="overflow encountered in matmul"):
+    with warnings_as_errors(), pytest.raises(
+        RuntimeWarning, match="overflow encountered in matmul"
+    ):
         big @ big
 
 

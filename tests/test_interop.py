@@ -4,10 +4,10 @@ import importlib
 import sys
 
 import pytest
-
 from helpers import assert_names
-from minitrans.config import ModelConfig
-from minitrans.transformer import Transformer
+
+from minitrans.model.config import ModelConfig
+from minitrans.model.transformer import Transformer
 
 
 def test_importing_the_torch_bridge_without_torch_says_how_to_install_it(monkeypatch):
@@ -30,7 +30,9 @@ def bridge():
 
 
 def tiny(**options):
-    return ModelConfig(**{**dict(vocab_size=9, d_model=8, h=2, N=1, d_ff=16, dropout=0.0, max_len=8), **options})
+    return ModelConfig(
+        **{**dict(vocab_size=9, d_model=8, h=2, N=1, d_ff=16, dropout=0.0, max_len=8), **options}
+    )
 
 
 def test_to_torch_refuses_what_is_not_a_model(bridge):

@@ -7,7 +7,7 @@ from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import LayerNorm
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck_report import randomise_params
 
 
 def test_fresh_layer_gives_zero_mean_unit_variance_float32(backend_name, randn):
@@ -35,9 +35,9 @@ def test_forward_equals_host_reference(float64, randn):
     xh = minitrans.to_numpy(x)
     mu = xh.mean(axis=-1, keepdims=True)
     var = ((xh - mu) ** 2).mean(axis=-1, keepdims=True)
-    expected = (xh - mu) / np.sqrt(var + 1e-3) * minitrans.to_numpy(layer.params["gamma"]) + minitrans.to_numpy(
-        layer.params["beta"]
-    )
+    expected = (xh - mu) / np.sqrt(var + 1e-3) * minitrans.to_numpy(
+        layer.params["gamma"]
+    ) + minitrans.to_numpy(layer.params["beta"])
     np.testing.assert_allclose(y, expected, rtol=1e-12, atol=1e-12)
 
 

@@ -1,43 +1,143 @@
-"""Project rules that are checked, not just hoped for."""
+"""Project rules that are checked, not just hoped for: which modules may use
+NumPy themselves, which way imports point, and how long a module and a line
+may be. Each rule is also shown catching a planted offender."""
 
 import ast
 import pathlib
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "minitrans"
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "minitrans"
+
+# The subpackages in the order of the data's path: a module may import from
+# its own subpackage and from those before it, never from one after it.
+LEVELS = ["core", "ops", "layers", "model", "data", "decoding", "training", "tools", "interop"]
+
 # Host-side modules that may use NumPy themselves: the backend that chooses
-# the library, the strict test backend built on it, the checker, and the
-# data and checkpoint code, which work on host copies of arrays (padding
-# token ids, reading and writing files), and the lessons' exercise checkers,
-# which hand learners plain NumPy arrays.
-HOST_MODULES = {"backend.py", "_strict.py", "gradcheck.py", "gradcheck_report.py", "cli.py",
-                "data.py", "checkpoint.py", "exercises.py"}
+# the library, the strict test backend built on it, the checker, the data and
+# checkpoint code, which work on host copies of arrays (padding token ids,
+# reading and writing files), and the lessons' exercise checkers, which hand
+# learners plain NumPy arrays.
+HOST_MODULES = {"core/backend.py", "core/strict.py", "tools/gradcheck.py",
+                "tools/gradcheck_report.py", "tools/cli.py", "data/batches.py",
+                "training/checkpoint.py", "tools/exercises.py"}
+MAX_MODULE_LINES = 300
+MAX_LINE_LENGTH = 100
 
 
-def _imported_modules(path):
-    tree = ast.parse(path.read_text(), filename=str(path))
-    for node in ast.walk(tree):
+def _modules():
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _relative(path):
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def _imports(source):
+    """Every module named by an import statement, as dotted names; ``from
+    minitrans.core import backend`` gives both minitrans.core and
+    minitrans.core.backend."""
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            yield from (alias.name.split(".")[0] for alias in node.names)
+            yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module.split(".")[0]
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _level(dotted):
+    """The level of a minitrans module (None for the package's top level or
+    for anything outside minitrans)."""
+    parts = dotted.split(".")
+    if parts[0] != "minitrans" or len(parts) < 2 or parts[1] not in LEVELS:
+        return None
+    return LEVELS.index(parts[1])
+
+
+def wrong_way_imports(relative_path, source):
+    """The imports of a module (path relative to the package) that point
+    up: into a subpackage after its own."""
+    parts = relative_path.split("/")
+    if len(parts) < 2:  # minitrans/__init__.py gathers the public API from all of them
+        return []
+    own = LEVELS.index(parts[0])
+    return sorted({name for name in _imports(source)
+                   if _level(name) is not None and _level(name) > own})
+
+
+def private_names_imported(source):
+    """``from minitrans... import _name``: a private helper used outside its module."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("minitrans"):
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    return found
+
+
+def test_every_module_sits_in_a_subpackage_of_the_layout():
+    for path in _modules():
+        parts = _relative(path).split("/")
+        if len(parts) == 1:
+            assert parts[0] in ("__init__.py", "__main__.py"), parts[0]
+        else:
+            assert parts[0] in LEVELS, _relative(path)
+
+
+def test_imports_point_one_way():
+    offenders = {}
+    for path in _modules():
+        wrong = wrong_way_imports(_relative(path), path.read_text())
+        if wrong:
+            offenders[_relative(path)] = wrong
+    assert not offenders, f"these modules import from a later subpackage: {offenders}"
+
+
+def test_the_direction_check_catches_an_upward_import():
+    assert wrong_way_imports("layers/linear.py", "from minitrans.model import transformer\n") == [
+        "minitrans.model", "minitrans.model.transformer"]
+    assert wrong_way_imports("ops/softmax.py", "import minitrans.layers.linear\n") == [
+        "minitrans.layers.linear"]
+    assert wrong_way_imports("model/encoder.py", "from minitrans.layers import linear\n") == []
+
+
+def test_no_private_helper_is_imported_across_modules():
+    sources = {_relative(p): p.read_text() for p in _modules()}
+    sources.update({p.relative_to(ROOT).as_posix(): p.read_text()
+                    for p in sorted((ROOT / "tests").glob("*.py"))})
+    offenders = {name: found for name, source in sources.items()
+                 if (found := private_names_imported(source))}
+    assert not offenders, f"private names imported from another module: {offenders}"
+    assert private_names_imported("from minitrans.ops.softmax import _row_max\n") == [
+        "minitrans.ops.softmax._row_max"]
 
 
 def test_no_layer_module_imports_numpy_or_cupy():
     offenders = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name in HOST_MODULES:
+    for path in _modules():
+        if _relative(path) in HOST_MODULES:
             continue
-        found = {name for name in _imported_modules(path) if name in ("numpy", "cupy", "cupyx")}
+        found = {name.split(".")[0] for name in _imports(path.read_text())} & {
+            "numpy", "cupy", "cupyx"}
         if found:
-            offenders[path.name] = sorted(found)
-    assert not offenders, f"these modules should take xp from minitrans.backend: {offenders}"
+            offenders[_relative(path)] = sorted(found)
+    assert not offenders, f"these modules should take xp from minitrans.core.backend: {offenders}"
 
 
-def test_the_layout_check_sees_the_layer_modules():
-    names = {path.name for path in PACKAGE.glob("*.py")} - HOST_MODULES
-    assert {"linear.py", "attention.py", "multihead.py", "layernorm.py"} <= names
+def test_the_host_module_list_names_real_modules():
+    assert HOST_MODULES <= {_relative(p) for p in _modules()}
+
+
+@pytest.mark.parametrize("folder", ["minitrans"])
+def test_every_line_is_at_most_100_characters(folder):
+    long_lines = [f"{path.relative_to(ROOT)}:{number}"
+                  for path in sorted((ROOT / folder).rglob("*.py"))
+                  for number, line in enumerate(path.read_text().splitlines(), start=1)
+                  if len(line) > MAX_LINE_LENGTH]
+    assert not long_lines, f"lines longer than {MAX_LINE_LENGTH} characters: {long_lines}"
 
 
 def test_every_module_is_short_enough_to_read():
-    for path in PACKAGE.rglob("*.py"):
-        assert len(path.read_text().splitlines()) <= 300, path.name
+    too_long = {_relative(p): n for p in _modules()
+                if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"

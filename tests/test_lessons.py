@@ -11,7 +11,9 @@ import re
 import pytest
 
 LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
-jupytext = pytest.importorskip("jupytext", reason="the lesson tests need the dev extra (jupytext, nbclient)")
+jupytext = pytest.importorskip(
+    "jupytext", reason="the lesson tests need the dev extra (jupytext, nbclient)"
+)
 pytest.importorskip("nbclient", reason="the lesson tests need the dev extra (nbclient)")
 
 
@@ -26,7 +28,9 @@ build = _build_module()
 SOURCES = build.lesson_sources()
 
 # "import torch", "from torch import ..." or "from minitrans.interop.torch import ..." on a line of code
-_IMPORTS_TORCH = re.compile(r"^[ \t]*(import torch\b|from (torch|minitrans\.interop\.torch)\b)", re.MULTILINE)
+_IMPORTS_TORCH = re.compile(
+    r"^[ \t]*(import torch\b|from (torch|minitrans\.interop\.torch)\b)", re.MULTILINE
+)
 # find_spec, not import: collecting the tests should not pay for loading PyTorch
 TORCH_MISSING = importlib.util.find_spec("torch") is None
 
@@ -58,7 +62,9 @@ def test_the_committed_notebook_is_the_executed_source(source):
     assert cells == [(c.cell_type, c.source.strip()) for c in expected.cells], (
         f"{notebook_path.name} is out of date: python lessons/build.py {source.name[:2]}")
     code = [c for c in notebook.cells if c.cell_type == "code"]
-    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), "not executed in order"
+    assert [c.execution_count for c in code] == list(
+        range(1, len(code) + 1)
+    ), "not executed in order"
     errors = [o for c in code for o in c.outputs if o.output_type == "error"]
     assert not errors, f"{notebook_path.name} was saved with an error: {errors[0].get('ename')}"
 
@@ -72,15 +78,23 @@ def test_the_lesson_runs_top_to_bottom(source):
 def test_the_table_of_contents_lists_every_lesson():
     contents = (LESSONS / "README.md").read_text(encoding="utf-8")
     for source in SOURCES:
-        assert source.with_suffix(".ipynb").name in contents, f"{source.stem} is missing from lessons/README.md"
+        assert (
+            source.with_suffix(".ipynb").name in contents
+        ), f"{source.stem} is missing from lessons/README.md"
 
 
 def test_lessons_that_import_torch_are_recognised(tmp_path):
-    cases = {"import torch\n": True, "import torch.nn as nn\n": True, "from torch import nn\n": True,
-             "    import torch  # inside a function\n": True,
-             "from minitrans.interop.torch import to_torch\n": True,
-             "import numpy as np\n": False, "import torchvision\n": False,
-             "# `import torch` in a markdown cell\n": False, "x = 1  # see import torch\n": False}
+    cases = {
+        "import torch\n": True,
+        "import torch.nn as nn\n": True,
+        "from torch import nn\n": True,
+        "    import torch  # inside a function\n": True,
+        "from minitrans.interop.torch import to_torch\n": True,
+        "import numpy as np\n": False,
+        "import torchvision\n": False,
+        "# `import torch` in a markdown cell\n": False,
+        "x = 1  # see import torch\n": False,
+    }
     for text, expected in cases.items():
         path = tmp_path / "NN_lesson.py"
         path.write_text(text, encoding="utf-8")

@@ -7,7 +7,7 @@ from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import Linear
-from minitrans.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck_report import randomise_params
 
 
 @pytest.mark.parametrize("shape", [(5, 4), (2, 3, 4)], ids=["2d", "3d"])

@@ -38,7 +38,9 @@ def host_loss(logits, targets, eps, pad_id):
 
 def test_log_softmax_equals_host(backend_name, randn):
     z = randn(2, 3, 5)
-    np.testing.assert_allclose(minitrans.to_numpy(LogSoftmax()(z)), host_log_softmax(minitrans.to_numpy(z)), atol=1e-6)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(LogSoftmax()(z)), host_log_softmax(minitrans.to_numpy(z)), atol=1e-6
+    )
 
 
 def test_log_softmax_of_huge_logits_is_finite_and_normalised(backend_name, device):
@@ -91,7 +93,9 @@ def test_padding_logits_do_not_change_the_loss(backend_name, randn, device):
     before = float(minitrans.to_numpy(loss_fn(logits, device(TARGETS))))
     changed = minitrans.to_numpy(logits).copy()
     changed[1, 2] = [50.0, -7.0, 3.0, 0.0, 9.0]  # the padding position
-    after = float(minitrans.to_numpy(loss_fn(device(changed, dtype=minitrans.get_dtype()), device(TARGETS))))
+    after = float(
+        minitrans.to_numpy(loss_fn(device(changed, dtype=minitrans.get_dtype()), device(TARGETS)))
+    )
     assert before == after
 
 
@@ -125,7 +129,9 @@ def test_huge_logits_give_finite_loss_and_gradient_without_warnings(backend_name
 
 
 def test_gradcheck_smoothing_with_padding(float64, randn, device):
-    results = assert_gradcheck(LabelSmoothedCrossEntropy(0.1, pad_id=PAD), randn(2, 3, 7), device(TARGETS))
+    results = assert_gradcheck(
+        LabelSmoothedCrossEntropy(0.1, pad_id=PAD), randn(2, 3, 7), device(TARGETS)
+    )
     assert [r.tensor for r in results] == ["logits"]
 
 
@@ -189,7 +195,9 @@ def test_single_position_1d_logits(float64, device):
     logits_host = np.array([0.5, -1.0, 2.0, 0.0, 1.0])
     loss_fn = LabelSmoothedCrossEntropy(0.1)
     loss = loss_fn(device(logits_host, dtype="float64"), device(np.array(2)))
-    np.testing.assert_allclose(float(minitrans.to_numpy(loss)), host_loss(logits_host[None], [2], 0.1, None), rtol=1e-12)
+    np.testing.assert_allclose(
+        float(minitrans.to_numpy(loss)), host_loss(logits_host[None], [2], 0.1, None), rtol=1e-12
+    )
     dlogits = minitrans.to_numpy(loss_fn.backward())
     p = np.exp(host_log_softmax(logits_host))
     np.testing.assert_allclose(dlogits, p - (0.9 * np.eye(5)[2] + 0.1 / 5), rtol=1e-12, atol=1e-15)
@@ -218,13 +226,17 @@ def test_float_targets_are_type_error_naming_targets(backend_name, randn, device
 
 def test_the_short_backward_equals_softmax_minus_the_smoothed_targets(float64, randn, device):
     """dlogits is written without forming q; spelled out, it is (p - q) * weight."""
-    from minitrans.loss import smoothed_targets
-    from minitrans.softmax import softmax
+    from minitrans.layers.loss import smoothed_targets
+    from minitrans.ops.softmax import softmax
 
     logits, targets = randn(2, 3, 7) * 3.0, device(TARGETS)
     loss_fn = LabelSmoothedCrossEntropy(0.2, pad_id=PAD)
     loss_fn.forward(logits, targets)
     real = minitrans.to_numpy(targets) != PAD
-    expected = (minitrans.to_numpy(softmax(logits)) - minitrans.to_numpy(smoothed_targets(targets, 7, 0.2)))
+    expected = minitrans.to_numpy(softmax(logits)) - minitrans.to_numpy(
+        smoothed_targets(targets, 7, 0.2)
+    )
     expected *= (real / real.sum())[..., None]
-    np.testing.assert_allclose(minitrans.to_numpy(loss_fn.backward()), expected, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(loss_fn.backward()), expected, rtol=1e-12, atol=1e-15
+    )

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans import backend
+from minitrans.core import backend
 
 PAD = 0
 

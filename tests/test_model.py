@@ -5,12 +5,12 @@ import pytest
 from helpers import assert_gradcheck, assert_names
 
 import minitrans
-from minitrans.config import ModelConfig
-from minitrans.decoder import Decoder
-from minitrans.gradcheck import check_layer
-from minitrans.gradcheck_report import tiny_model
-from minitrans.language_model import DecoderOnlyLM
-from minitrans.transformer import Transformer
+from minitrans.model.config import ModelConfig
+from minitrans.model.decoder import Decoder
+from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.model.transformer import Transformer
+from minitrans.tools.gradcheck import check_layer
+from minitrans.tools.gradcheck_report import tiny_model
 
 VARIANTS = [
     pytest.param({}, id="untied-post-norm"),
@@ -68,7 +68,9 @@ def test_tied_weights_are_one_parameter_with_summed_gradients(backend_name):
     model = Transformer(config, rng=0)
     names = [name for name, _, _ in model.named_parameters()]
     assert names.count("src_embed.embedding.W_E") == 1
-    assert not any(name.startswith("tgt_embed.embedding") or name == "generator.W" for name in names)
+    assert not any(
+        name.startswith("tgt_embed.embedding") or name == "generator.W" for name in names
+    )
     assert model.tgt_embed.embedding.W_E is model.src_embed.embedding.params["W_E"]
 
 
@@ -91,7 +93,7 @@ def test_logits_at_a_position_do_not_depend_on_later_target_tokens(backend_name,
     changed = device([[1, 3, 6, 6], [1, 6, 5, 5]])
     after = minitrans.to_numpy(model.forward(src, changed))
     # up to rounding: attention's softmax shifts a block of scores by its
-    # maximum, masked later scores included (minitrans.softmax.softmax_in_place)
+    # maximum, masked later scores included (minitrans.ops.softmax.softmax_in_place)
     np.testing.assert_allclose(after[:, :2], before[:, :2], rtol=1e-5, atol=1e-5)
     assert not np.allclose(after[:, 2:], before[:, 2:])
 
@@ -117,7 +119,9 @@ def test_cached_decoding_gives_the_logits_of_recomputation(float64, device, opti
     for t in range(tgt_in.shape[1]):
         cached = model.step(state, tgt_in[:, t])
         recomputed = model.prefix_logits(src, tgt_in[:, : t + 1])
-        np.testing.assert_allclose(minitrans.to_numpy(cached), minitrans.to_numpy(recomputed), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            minitrans.to_numpy(cached), minitrans.to_numpy(recomputed), rtol=1e-10, atol=1e-12
+        )
 
 
 def test_cached_decoding_of_the_language_model(float64, device):
@@ -126,8 +130,12 @@ def test_cached_decoding_of_the_language_model(float64, device):
     state = model.start(ids.shape[0])
     for t in range(ids.shape[1]):
         cached = model.step(state, ids[:, t])
-        np.testing.assert_allclose(minitrans.to_numpy(cached), minitrans.to_numpy(model.prefix_logits(ids[:, : t + 1])),
-                                   rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            minitrans.to_numpy(cached),
+            minitrans.to_numpy(model.prefix_logits(ids[:, : t + 1])),
+            rtol=1e-10,
+            atol=1e-12,
+        )
 
 
 def test_attention_maps_of_the_last_forward(backend_name, device):

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.gradcheck_report import layer_cases
-from minitrans.multihead import MultiHeadAttention
-from minitrans.sublayer import SublayerConnection
+from minitrans.layers.multihead import MultiHeadAttention
+from minitrans.layers.sublayer import SublayerConnection
+from minitrans.tools.gradcheck_report import layer_cases
 
 
 def _layers():
@@ -38,8 +38,13 @@ def test_gradients_accumulate_until_zero_grad(backend_name):
         once = {n: minitrans.to_numpy(g).copy() for n, _, g in layer.named_parameters()}
         layer.backward(upstream)
         for name, _, grad in layer.named_parameters():
-            np.testing.assert_allclose(minitrans.to_numpy(grad), 2 * once[name], rtol=1e-5, atol=1e-6,
-                                       err_msg=f"{label}.{name}")
+            np.testing.assert_allclose(
+                minitrans.to_numpy(grad),
+                2 * once[name],
+                rtol=1e-5,
+                atol=1e-6,
+                err_msg=f"{label}.{name}",
+            )
         layer.zero_grad()
         for name, _, grad in layer.named_parameters():
             assert not minitrans.to_numpy(grad).any(), f"{label}.{name}"

@@ -5,8 +5,9 @@ import pytest
 from helpers import assert_gradcheck
 
 import minitrans
-from minitrans import MultiHeadAttention, backend
-from minitrans.gradcheck_report import randomise_params
+from minitrans import MultiHeadAttention
+from minitrans.core import backend
+from minitrans.tools.gradcheck_report import randomise_params
 
 PAD = 0
 B, T_Q, T_K, D_MODEL, H = 2, 3, 4, 4, 2
@@ -33,7 +34,9 @@ def host_multihead(layer, x, memory=None, mask=None):
     d_k = layer.d_model // layer.h
     allowed = None
     if mask is not None:
-        allowed = np.broadcast_to(minitrans.to_numpy(mask), (x.shape[0], x.shape[1], memory.shape[1]))
+        allowed = np.broadcast_to(
+            minitrans.to_numpy(mask), (x.shape[0], x.shape[1], memory.shape[1])
+        )
     heads = []
     for i in range(layer.h):
         block = slice(i * d_k, (i + 1) * d_k)
@@ -56,13 +59,18 @@ def test_gradcheck_self_attention(float64, randn):
 
 def test_gradcheck_masked_self_attention(float64, randn, device):
     layer = randomise_params(MultiHeadAttention(D_MODEL, H, rng=0), np.random.default_rng(1))
-    assert_gradcheck(layer, randn(B, T_Q, D_MODEL), mask=minitrans.decoder_mask(tgt_ids(device), PAD))
+    assert_gradcheck(
+        layer, randn(B, T_Q, D_MODEL), mask=minitrans.decoder_mask(tgt_ids(device), PAD)
+    )
 
 
 def test_gradcheck_cross_attention_checks_x_and_memory(float64, randn, device):
     layer = randomise_params(MultiHeadAttention(D_MODEL, H, rng=0), np.random.default_rng(2))
     results = assert_gradcheck(
-        layer, randn(B, T_Q, D_MODEL), randn(B, T_K, D_MODEL), mask=minitrans.padding_mask(src_ids(device), PAD)
+        layer,
+        randn(B, T_Q, D_MODEL),
+        randn(B, T_K, D_MODEL),
+        mask=minitrans.padding_mask(src_ids(device), PAD),
     )
     checked = {r.tensor: r.shape for r in results}
     assert checked["x"] == (B, T_Q, D_MODEL)
@@ -81,7 +89,9 @@ def test_self_attention_matches_per_head_host_reference(backend_name, randn, dev
     out = layer.forward(x, mask=mask)
     assert out.dtype == np.float32
     assert tuple(out.shape) == (B, T_Q, D_MODEL)
-    np.testing.assert_allclose(minitrans.to_numpy(out), host_multihead(layer, x, mask=mask), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(out), host_multihead(layer, x, mask=mask), rtol=1e-4, atol=1e-5
+    )
 
 
 def test_cross_attention_matches_per_head_host_reference(backend_name, randn, device):
@@ -129,7 +139,9 @@ def test_causal_mask_makes_output_independent_of_later_positions(backend_name, r
         # scores by its maximum, later (masked) scores included; a leak
         # through the mask would differ by about 1, not 1e-7
         np.testing.assert_allclose(out_changed[:, : t + 1], out[:, : t + 1], rtol=1e-5, atol=1e-6)
-        assert np.abs(out_changed[:, t + 1 :] - out[:, t + 1 :]).max() > 1e-2  # the change is visible later
+        assert (
+            np.abs(out_changed[:, t + 1 :] - out[:, t + 1 :]).max() > 1e-2
+        )  # the change is visible later
 
 
 def test_padded_memory_positions_do_not_influence_the_output(backend_name, randn, device):
@@ -177,7 +189,9 @@ def test_gradients_accumulate_and_zero_grad_resets_them(backend_name, randn, dev
     layer.forward(x, memory, mask=mask)
     layer.backward(dout)
     for name, grad in layer.grads.items():
-        np.testing.assert_allclose(minitrans.to_numpy(grad), 2 * once[name], rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            minitrans.to_numpy(grad), 2 * once[name], rtol=1e-6, err_msg=name
+        )
 
     layer.zero_grad()
     for name, grad in layer.grads.items():
@@ -208,11 +222,15 @@ def test_accepted_mask_shapes_act_like_the_broadcast_full_mask(backend_name, ran
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("shape", [(B + 1, T_Q, T_K), (T_Q + 1, T_K)], ids=["(B+1, T_q, T_k)", "(T_q+1, T_k)"])
+@pytest.mark.parametrize(
+    "shape", [(B + 1, T_Q, T_K), (T_Q + 1, T_K)], ids=["(B+1, T_q, T_k)", "(T_q+1, T_k)"]
+)
 def test_mask_shapes_that_do_not_broadcast_are_rejected(backend_name, randn, device, shape):
     layer = MultiHeadAttention(D_MODEL, H, rng=0)
     with pytest.raises(ValueError, match="mask"):
-        layer.forward(randn(B, T_Q, D_MODEL), randn(B, T_K, D_MODEL), mask=device(np.ones(shape, dtype=bool)))
+        layer.forward(
+            randn(B, T_Q, D_MODEL), randn(B, T_K, D_MODEL), mask=device(np.ones(shape, dtype=bool))
+        )
 
 
 # ------------------------------------------------------------ bad input
@@ -236,7 +254,9 @@ def test_x_with_wrong_feature_size_is_rejected(backend_name, randn):
 
 def test_memory_with_other_batch_size_is_rejected(backend_name, randn):
     with pytest.raises(ValueError, match=r"^memory\b"):
-        MultiHeadAttention(D_MODEL, H, rng=0).forward(randn(B, T_Q, D_MODEL), randn(B + 1, T_K, D_MODEL))
+        MultiHeadAttention(D_MODEL, H, rng=0).forward(
+            randn(B, T_Q, D_MODEL), randn(B + 1, T_K, D_MODEL)
+        )
 
 
 def test_float32_x_into_float64_layer_is_rejected(backend_name, randn):
@@ -262,5 +282,9 @@ def test_projecting_together_equals_one_matrix_at_a_time(float64, randn, names):
     x_2d = randn(6, 8)
     together = layer._project_together(x_2d, names)
     for name, block in zip(names, together):
-        np.testing.assert_allclose(minitrans.to_numpy(block), minitrans.to_numpy(layer._project(x_2d, name)),
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            minitrans.to_numpy(block),
+            minitrans.to_numpy(layer._project(x_2d, name)),
+            rtol=1e-12,
+            atol=1e-12,
+        )

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.module import Module
-from minitrans.optim import SGD, Adam, clip_grad_norm, global_grad_norm, transformer_lr
+from minitrans.layers.module import Module
+from minitrans.training.optim import SGD, Adam, clip_grad_norm, global_grad_norm, transformer_lr
 
 
 class Params(Module):
@@ -17,11 +17,16 @@ class Params(Module):
     def __init__(self, **values):
         super().__init__()
         for name, value in values.items():
-            self.add_param(name, minitrans.to_device(np.asarray(value, dtype=float), dtype=minitrans.get_dtype()))
+            self.add_param(
+                name,
+                minitrans.to_device(np.asarray(value, dtype=float), dtype=minitrans.get_dtype()),
+            )
 
     def set_grads(self, **values):
         for name, value in values.items():
-            self.grads[name][...] = minitrans.to_device(np.asarray(value, dtype=float), dtype=minitrans.get_dtype())
+            self.grads[name][...] = minitrans.to_device(
+                np.asarray(value, dtype=float), dtype=minitrans.get_dtype()
+            )
 
 
 def adam_by_hand(w, grads, lr, beta1=0.9, beta2=0.98, eps=1e-9, weight_decay=0.0):
@@ -73,7 +78,9 @@ def test_adam_resumed_from_its_state_continues_exactly(float64):
     for model, optimizer in ((straight, first), (resumed, copy)):
         model.set_grads(w=[-0.2, 0.4])
         optimizer.step()
-    np.testing.assert_array_equal(minitrans.to_numpy(resumed.params["w"]), minitrans.to_numpy(straight.params["w"]))
+    np.testing.assert_array_equal(
+        minitrans.to_numpy(resumed.params["w"]), minitrans.to_numpy(straight.params["w"])
+    )
     assert set(first.state_dict()) == {"step", "m/w", "v/w"}
 
 
@@ -107,7 +114,11 @@ def test_the_paper_schedule():
     assert transformer_lr(1, d_model, warmup) == pytest.approx(d_model**-0.5 * warmup**-1.5)
     peak = transformer_lr(warmup, d_model, warmup)
     assert peak == pytest.approx((d_model * warmup) ** -0.5)
-    assert transformer_lr(warmup - 1, d_model, warmup) < peak > transformer_lr(warmup + 1, d_model, warmup)
+    assert (
+        transformer_lr(warmup - 1, d_model, warmup)
+        < peak
+        > transformer_lr(warmup + 1, d_model, warmup)
+    )
     assert transformer_lr(4 * warmup, d_model, warmup) == pytest.approx(peak / 2)
     assert transformer_lr(10, 64, 100, factor=2.0) == pytest.approx(2 * 64**-0.5 * 10 * 100**-1.5)
     with pytest.raises(ValueError, match="step"):
@@ -125,9 +136,11 @@ def test_bad_optimiser_arguments(float64):
 
 
 @pytest.mark.parametrize("optimizer_type", ["Adam", "SGD"])
-def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit_for_bit(backend_name, optimizer_type):
-    import minitrans.optim as optim
-    from minitrans.gradcheck_report import tiny_model
+def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit_for_bit(
+    backend_name, optimizer_type
+):
+    import minitrans.training.optim as optim
+    from minitrans.tools.gradcheck_report import tiny_model
 
     results = []
     # one thread and whole parameters; three threads and blocks of 64 bytes
@@ -147,8 +160,8 @@ def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit
 
 
 def test_threads_must_be_a_positive_integer():
-    from minitrans.optim import Adam
-    from minitrans.gradcheck_report import tiny_model
+    from minitrans.tools.gradcheck_report import tiny_model
+    from minitrans.training.optim import Adam
 
     with pytest.raises(ValueError, match="threads"):
         Adam(tiny_model()[0].model, threads=0)
@@ -157,8 +170,8 @@ def test_threads_must_be_a_positive_integer():
 def test_a_blocked_update_reaches_every_element_of_a_strided_or_large_parameter():
     """Blocks of a large parameter cover it all; a gradient that is not
     contiguous (so reshape would copy) makes the parameter update whole."""
-    from minitrans.module import Module
-    from minitrans.optim import SGD
+    from minitrans.layers.module import Module
+    from minitrans.training.optim import SGD
 
     model = Module()
     model.add_param("big", np.zeros((10, 7), dtype=np.float32))

@@ -7,22 +7,30 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans import backend
-from minitrans.checks import NonFiniteError
-from minitrans.config import ModelConfig
-from minitrans.dropout import Dropout
-from minitrans.gradcheck import TOLERANCE, numeric_gradient, relative_error
-from minitrans.language_model import DecoderOnlyLM
-from minitrans.loss import LabelSmoothedCrossEntropy
-from minitrans.parallel import DataParallel, _split, replicate, usable_cores
-from minitrans.trainer import TrainConfig
+from minitrans.core import backend
+from minitrans.core.checks import NonFiniteError
+from minitrans.layers.dropout import Dropout
+from minitrans.layers.loss import LabelSmoothedCrossEntropy
+from minitrans.model.config import ModelConfig
+from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.tools.gradcheck import TOLERANCE, numeric_gradient, relative_error
+from minitrans.training.parallel import DataParallel, replicate, shard_bounds, usable_cores
+from minitrans.training.trainer import TrainConfig
 
 VOCAB = 13
 
 
 def make_model(dropout=0.0, decoder_only=False):
-    config = ModelConfig(vocab_size=VOCAB, d_model=8, h=2, N=1, d_ff=16, dropout=dropout, max_len=12,
-                         decoder_only=decoder_only)
+    config = ModelConfig(
+        vocab_size=VOCAB,
+        d_model=8,
+        h=2,
+        N=1,
+        d_ff=16,
+        dropout=dropout,
+        max_len=12,
+        decoder_only=decoder_only,
+    )
     return (DecoderOnlyLM if decoder_only else minitrans.Transformer)(config, rng=0)
 
 
@@ -37,10 +45,14 @@ def make_batch(batch=5, seed=0):
 
 
 def loss_and_grads(model, workers, inputs, targets, loss_fn=None):
-    parallel = DataParallel(model, loss_fn or LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=workers)
+    parallel = DataParallel(
+        model, loss_fn or LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=workers
+    )
     model.zero_grad()
     loss = parallel.forward_backward(inputs, targets)
-    return float(loss), {name: backend.to_numpy(grad).copy() for name, _, grad in model.named_parameters()}
+    return float(loss), {
+        name: backend.to_numpy(grad).copy() for name, _, grad in model.named_parameters()
+    }
 
 
 def largest_difference(grads, reference):
@@ -97,13 +109,17 @@ def test_whole_model_by_central_differences():
         def loss():
             return float(probe_parallel.forward_backward(inputs, targets))
 
-        for (name, param, _), (_, twin, _) in zip(model.named_parameters(), probe.named_parameters()):
+        for (name, param, _), (_, twin, _) in zip(
+            model.named_parameters(), probe.named_parameters()
+        ):
             twin[...] = param
             sample = [np.unravel_index(flat, param.shape)
                       for flat in rng.choice(param.size, size=min(3, param.size), replace=False)]
             numeric = numeric_gradient(loss, twin, indices=sample)
             for index in sample:
-                error = relative_error(np.array([analytic[name][index]]), np.array([numeric[index]]))
+                error = relative_error(
+                    np.array([analytic[name][index]]), np.array([numeric[index]])
+                )
                 assert error < TOLERANCE, f"{name}{index}: relative error {error:.2e}"
 
 
@@ -117,7 +133,9 @@ def test_every_replica_draws_its_own_masks(backend_name):
         assert mine.seed != other.seed
         shape = (64, 8)
         x = minitrans.to_device(np.ones(shape), dtype=backend.get_dtype())
-        assert not np.array_equal(minitrans.to_numpy(mine.forward(x)), minitrans.to_numpy(other.forward(x)))
+        assert not np.array_equal(
+            minitrans.to_numpy(mine.forward(x)), minitrans.to_numpy(other.forward(x))
+        )
 
 
 def test_a_step_repeats_exactly(backend_name):
@@ -146,7 +164,9 @@ def test_replicas_share_the_parameters_and_follow_replacements(float64):
     model = make_model()
     parallel = DataParallel(model, LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=2)
     replica = parallel.replicas[1]
-    assert all(a is b for (_, a, _), (_, b, _) in zip(model.named_parameters(), replica.named_parameters()))
+    assert all(
+        a is b for (_, a, _), (_, b, _) in zip(model.named_parameters(), replica.named_parameters())
+    )
     other = make_model()
     for module in other.modules():
         for name in module.params:
@@ -185,7 +205,9 @@ def test_blas_threads_are_restored(backend_name):
 
     before = [info["num_threads"] for info in threadpool_info()]
     inputs, targets = make_batch()
-    DataParallel(make_model(), LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=2).forward_backward(inputs, targets)
+    DataParallel(
+        make_model(), LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=2
+    ).forward_backward(inputs, targets)
     assert [info["num_threads"] for info in threadpool_info()] == before
 
 
@@ -208,7 +230,7 @@ def test_the_cores_counted_are_the_ones_this_process_may_use(monkeypatch):
     (1, 2, [(0, 1)]),
 ])
 def test_split(size, parts, expected):
-    assert _split(size, parts) == expected
+    assert shard_bounds(size, parts) == expected
 
 
 @pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])

@@ -3,15 +3,14 @@
 
 import numpy as np
 import pytest
+from helpers import warnings_as_errors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minitrans
-from minitrans.gradcheck import check_layer, format_table
-from minitrans.gradcheck_report import ModelWithLoss, randomise_params
-from minitrans.softmax import masked_softmax
-
-from helpers import warnings_as_errors
+from minitrans.ops.softmax import masked_softmax
+from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.tools.gradcheck_report import ModelWithLoss, randomise_params
 
 BACKENDS = ["numpy", "strict"]
 
@@ -137,7 +136,9 @@ def test_model_backward_matches_the_checker(case):
         model, inputs, targets = _model_and_batch(case)
         whole = ModelWithLoss(model)
         results = check_layer(whole, *inputs, targets)
-        size = {name: float(abs(grad).max()) for name, _, grad in whole.named_parameters()}  # the checker's backward
+        size = {
+            name: float(abs(grad).max()) for name, _, grad in whole.named_parameters()
+        }  # the checker's backward
     # Random weights sometimes saturate a softmax, and then W_Q, b_Q and W_K
     # get gradients a million times smaller than the rest (1e-7 against 1):
     # central differences cannot resolve those to 1e-6 of themselves, their
@@ -145,8 +146,12 @@ def test_model_backward_matches_the_checker(case):
     # below 1e-9 of the model's largest gradient; every other tensor must
     # pass the usual relative test.
     largest = max(size.values())
-    failed = [r for r in results if not r.passed
-              and not (size[r.tensor] < 1e-5 * largest and r.rel_error * size[r.tensor] < 1e-9 * largest)]
+    failed = [
+        r
+        for r in results
+        if not r.passed
+        and not (size[r.tensor] < 1e-5 * largest and r.rel_error * size[r.tensor] < 1e-9 * largest)
+    ]
     assert not failed, format_table(results)
 
 
@@ -165,7 +170,9 @@ def feature_arrays(draw):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @settings(max_examples=15, deadline=None)
 @given(case=feature_arrays())
-def test_layer_forward_is_finite_keeps_its_dtype_and_backward_matches_the_checker(layer_name, dtype, case):
+def test_layer_forward_is_finite_keeps_its_dtype_and_backward_matches_the_checker(
+    layer_name, dtype, case
+):
     leading, features, scale, seed = case
     rng = np.random.default_rng(seed)
     make = {"LayerNorm": lambda: minitrans.LayerNorm(features),

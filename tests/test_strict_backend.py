@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans import backend
-from minitrans.module import Module
+from minitrans.core import backend
+from minitrans.layers.module import Module
 
 
 @pytest.fixture

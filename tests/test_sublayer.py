@@ -7,8 +7,8 @@ from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import FeedForward, LayerNorm, MultiHeadAttention, SublayerConnection
-from minitrans.gradcheck_report import randomise_params
-from minitrans.masks import padding_mask
+from minitrans.ops.masks import padding_mask
+from minitrans.tools.gradcheck_report import randomise_params
 
 
 def standalone_copies(sub):
@@ -23,7 +23,9 @@ def standalone_copies(sub):
 
 
 def wrapped_ffn(pre_norm, d_model=4, d_ff=6):
-    sub = SublayerConnection(FeedForward(d_model, d_ff, rng=1), d_model, dropout=0.0, pre_norm=pre_norm, rng=2)
+    sub = SublayerConnection(
+        FeedForward(d_model, d_ff, rng=1), d_model, dropout=0.0, pre_norm=pre_norm, rng=2
+    )
     return randomise_params(sub, np.random.default_rng(0))
 
 
@@ -48,7 +50,9 @@ def test_post_norm_forward_float32(backend_name, randn):
     sub = wrapped_ffn(pre_norm=False)
     ff, ln = standalone_copies(sub)
     x = randn(2, 3, 4)
-    np.testing.assert_allclose(minitrans.to_numpy(sub(x)), minitrans.to_numpy(ln(x + ff(x))), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(sub(x)), minitrans.to_numpy(ln(x + ff(x))), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_pre_norm_residual_identity_in_input_gradient(float64, randn):
@@ -69,7 +73,13 @@ def test_gradcheck_post_norm_ffn_with_dropout(float64, randn):
     randomise_params(sub, np.random.default_rng(0))
     results = assert_gradcheck(sub, randn(2, 3, 4))
     assert {r.tensor for r in results} == {
-        "x", "sublayer.W_1", "sublayer.b_1", "sublayer.W_2", "sublayer.b_2", "norm.gamma", "norm.beta",
+        "x",
+        "sublayer.W_1",
+        "sublayer.b_1",
+        "sublayer.W_2",
+        "sublayer.b_2",
+        "norm.gamma",
+        "norm.beta",
     }
 
 

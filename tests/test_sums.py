@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.sums import dot_last, dot_leading, mean_last, sum_last, sum_leading
+from minitrans.ops.sums import dot_last, dot_leading, mean_last, sum_last, sum_leading
 
 SHAPES = [(7,), (3, 5), (2, 3, 4), (2, 2, 3, 6), (0, 4), (3, 0, 4)]
 
@@ -13,28 +13,43 @@ SHAPES = [(7,), (3, 5), (2, 3, 4), (2, 2, 3, 6), (0, 4), (3, 0, 4)]
 def test_each_sum_equals_the_plain_reduction(backend_name, randn, shape):
     x = randn(*shape) * 3.0 + 1.0
     host = minitrans.to_numpy(x)
-    for fast, plain in ((sum_last, host.sum(axis=-1, keepdims=True)),
-                        (mean_last, host.mean(axis=-1, keepdims=True) if host.size else host.sum(axis=-1, keepdims=True)),
-                        (sum_leading, host.reshape(-1, shape[-1]).sum(axis=0))):
+    for fast, plain in (
+        (sum_last, host.sum(axis=-1, keepdims=True)),
+        (
+            mean_last,
+            host.mean(axis=-1, keepdims=True) if host.size else host.sum(axis=-1, keepdims=True),
+        ),
+        (sum_leading, host.reshape(-1, shape[-1]).sum(axis=0)),
+    ):
         result = fast(x)
         assert result.dtype == x.dtype and result.shape == plain.shape, fast.__name__
-        np.testing.assert_allclose(minitrans.to_numpy(result), plain, rtol=1e-5, atol=1e-5, err_msg=fast.__name__)
+        np.testing.assert_allclose(
+            minitrans.to_numpy(result), plain, rtol=1e-5, atol=1e-5, err_msg=fast.__name__
+        )
 
 
 def test_sums_of_a_non_contiguous_view(backend_name, randn):
     x = randn(4, 6, 5).swapaxes(0, 1)  # strides that are not C order
     host = minitrans.to_numpy(x)
-    np.testing.assert_allclose(minitrans.to_numpy(sum_last(x)), host.sum(axis=-1, keepdims=True), rtol=1e-5)
-    np.testing.assert_allclose(minitrans.to_numpy(sum_leading(x)), host.reshape(-1, 5).sum(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(sum_last(x)), host.sum(axis=-1, keepdims=True), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        minitrans.to_numpy(sum_leading(x)), host.reshape(-1, 5).sum(axis=0), rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("axis", [-1, 2, 0, 1])
 def test_sum_along_any_axis_equals_the_plain_reduction(backend_name, randn, axis):
-    from minitrans.sums import sum_along
+    from minitrans.ops.sums import sum_along
 
     x = randn(2, 3, 4)
-    np.testing.assert_allclose(minitrans.to_numpy(sum_along(x, axis)),
-                               minitrans.to_numpy(x).sum(axis=axis, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        minitrans.to_numpy(sum_along(x, axis)),
+        minitrans.to_numpy(x).sum(axis=axis, keepdims=True),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -45,4 +60,6 @@ def test_each_dot_product_equals_the_product_and_a_plain_sum(backend_name, randn
                         (dot_leading, product.reshape(-1, shape[-1]).sum(axis=0))):
         result = fast(a, b)
         assert result.dtype == a.dtype and result.shape == plain.shape, fast.__name__
-        np.testing.assert_allclose(minitrans.to_numpy(result), plain, rtol=1e-5, atol=1e-5, err_msg=fast.__name__)
+        np.testing.assert_allclose(
+            minitrans.to_numpy(result), plain, rtol=1e-5, atol=1e-5, err_msg=fast.__name__
+        )

@@ -1,17 +1,17 @@
-"""The built-in toy tasks and tasks from TSV files (minitrans.tasks)."""
+"""The built-in toy tasks and tasks from TSV files (minitrans.data.tasks)."""
 
 import functools
 
 import pytest
 from helpers import assert_names
 
-from minitrans import backend, toy_language
-from minitrans.config import ModelConfig
-from minitrans.data import BOS_ID, UNK_ID, DataError, Tokenizer, Vocab, write_tsv
-from minitrans.language_model import DecoderOnlyLM
-from minitrans.tasks import TASKS, Task, load_task, task_from_tsv
-from minitrans.toy_language import Clause, NounPhrase
-from minitrans.transformer import Transformer
+from minitrans.core import backend
+from minitrans.data import BOS_ID, UNK_ID, DataError, Tokenizer, Vocab, toy_language, write_tsv
+from minitrans.data.tasks import TASKS, Task, load_task, task_from_tsv
+from minitrans.data.toy_language import Clause, NounPhrase
+from minitrans.model.config import ModelConfig
+from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.model.transformer import Transformer
 
 NAMES = ["copy", "reverse", "translate", "lm"]
 SMALL = dict(num_train=300, num_valid=40)
@@ -78,7 +78,10 @@ def test_validation_pairs_use_only_known_tokens(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_max_length_is_the_longest_pair_with_its_specials(name):
     task = small_task(name)
-    tokens = [len(task.tokenizer.split(s)) + len(task.tokenizer.split(t)) + 2 for s, t in task.train + task.valid]
+    tokens = [
+        len(task.tokenizer.split(s)) + len(task.tokenizer.split(t)) + 2
+        for s, t in task.train + task.valid
+    ]
     assert task.max_length() == max(tokens)
     batch = task.make_batch(task.train + task.valid)
     assert batch.tgt_in.shape[1] + 1 <= task.max_length()
@@ -115,8 +118,14 @@ def test_unknown_task_name():
     assert_names(info, "task", "summarise", *NAMES)
 
 
-@pytest.mark.parametrize("sizes, name", [({"num_train": 0}, "num_train"), ({"num_valid": 2.5}, "num_valid"),
-                                         ({"num_train": 9500, "num_valid": 1000}, "num_train")])
+@pytest.mark.parametrize(
+    "sizes, name",
+    [
+        ({"num_train": 0}, "num_train"),
+        ({"num_valid": 2.5}, "num_valid"),
+        ({"num_train": 9500, "num_valid": 1000}, "num_train"),
+    ],
+)
 def test_bad_sizes(sizes, name):
     with pytest.raises(ValueError) as info:
         load_task("lm", **sizes)
@@ -151,14 +160,34 @@ def test_reverse_targets_are_reversed_copies():
 
 
 SENTENCES = [
-    (Clause(NounPhrase("the", "dog", "big"), "see", NounPhrase("a", "cat", "small")),
-     "the big dog sees a small cat", "lo vesko gran ka un mirra piki ro miru"),
-    (Clause(NounPhrase("the", "cat", plural=True), "chase", NounPhrase("the", "bird", "red"), past=True, negated=True),
-     "the cats did not chase the red bird", "lo mirran ka lo pilu rua ro nai kasuta"),
-    (Clause(NounPhrase("a", "wolf", "tired", plural=True), "bite", NounPhrase("a", "child")),
-     "some tired wolves bite a child", "sen ulfan lasu ka un tiko ro moru"),
-    (Clause(NounPhrase("a", "king"), "fear", NounPhrase("the", "fox", plural=True), negated=True),
-     "a king does not fear the foxes", "un rega ka lo renkan ro nai timo"),
+    (
+        Clause(NounPhrase("the", "dog", "big"), "see", NounPhrase("a", "cat", "small")),
+        "the big dog sees a small cat",
+        "lo vesko gran ka un mirra piki ro miru",
+    ),
+    (
+        Clause(
+            NounPhrase("the", "cat", plural=True),
+            "chase",
+            NounPhrase("the", "bird", "red"),
+            past=True,
+            negated=True,
+        ),
+        "the cats did not chase the red bird",
+        "lo mirran ka lo pilu rua ro nai kasuta",
+    ),
+    (
+        Clause(NounPhrase("a", "wolf", "tired", plural=True), "bite", NounPhrase("a", "child")),
+        "some tired wolves bite a child",
+        "sen ulfan lasu ka un tiko ro moru",
+    ),
+    (
+        Clause(
+            NounPhrase("a", "king"), "fear", NounPhrase("the", "fox", plural=True), negated=True
+        ),
+        "a king does not fear the foxes",
+        "un rega ka lo renkan ro nai timo",
+    ),
 ]
 
 
@@ -193,9 +222,26 @@ def test_translate_is_word_level_with_one_shared_vocabulary():
 def test_every_word_form_is_distinct_and_the_languages_share_none():
     tl = toy_language
     english = [w for row in tl.NOUNS for w in row[:2]] + [row[0] for row in tl.ADJECTIVES]
-    english += [w for row in tl.VERBS for w in row[:3]] + ["the", "a", "some", "do", "does", "did", "not"]
-    target = [row[2] + suffix for row in tl.NOUNS for suffix in ("", "n")] + [row[1] for row in tl.ADJECTIVES]
-    target += [row[3] + suffix for row in tl.VERBS for suffix in ("", "ta")] + ["lo", "un", "sen", "ka", "ro", "nai"]
+    english += [w for row in tl.VERBS for w in row[:3]] + [
+        "the",
+        "a",
+        "some",
+        "do",
+        "does",
+        "did",
+        "not",
+    ]
+    target = [row[2] + suffix for row in tl.NOUNS for suffix in ("", "n")] + [
+        row[1] for row in tl.ADJECTIVES
+    ]
+    target += [row[3] + suffix for row in tl.VERBS for suffix in ("", "ta")] + [
+        "lo",
+        "un",
+        "sen",
+        "ka",
+        "ro",
+        "nai",
+    ]
     assert len(set(english)) == len(english) and len(set(target)) == len(target)
     assert not set(english) & set(target)
     assert set(tl.all_words()) == set(english) | set(target)
@@ -247,7 +293,9 @@ def test_task_from_tsv_builds_the_vocabulary_from_training_pairs_only(tmp_path):
     assert len(task.valid) == 5
     src, tgt = task.valid[0]
     src_ids, tgt_ids = task.encode_pair(src, tgt)
-    assert src_ids[0] == UNK_ID and tgt_ids[0] == UNK_ID  # "word<i>", "mot<i>": seen only in validation
+    assert (
+        src_ids[0] == UNK_ID and tgt_ids[0] == UNK_ID
+    )  # "word<i>", "mot<i>": seen only in validation
     assert "shared" in task.vocab.tokens and "commun" in task.vocab.tokens
 
 

@@ -14,21 +14,26 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch", reason="PyTorch is not installed: pip install \".[torch]\"")
 
 import minitrans  # noqa: E402
-from minitrans import backend  # noqa: E402
-from minitrans.config import ModelConfig  # noqa: E402
-from minitrans.embedding import Embedding  # noqa: E402
-from minitrans.gradcheck import relative_error  # noqa: E402
+from minitrans.core import backend  # noqa: E402
 from minitrans.interop.torch import (  # noqa: E402
-    from_torch, key_bias_blocks, paper_loss, paper_optimizer, parameter_links, to_torch,
+    from_torch,
+    key_bias_blocks,
+    paper_loss,
+    paper_optimizer,
+    parameter_links,
+    to_torch,
 )
-from minitrans.language_model import DecoderOnlyLM  # noqa: E402
-from minitrans.layernorm import LayerNorm  # noqa: E402
-from minitrans.loss import LabelSmoothedCrossEntropy  # noqa: E402
-from minitrans.masks import padding_mask  # noqa: E402
-from minitrans.multihead import MultiHeadAttention  # noqa: E402
-from minitrans.optim import Adam, transformer_lr  # noqa: E402
-from minitrans.positional import sinusoidal_table  # noqa: E402
-from minitrans.transformer import Transformer  # noqa: E402
+from minitrans.layers.embedding import Embedding  # noqa: E402
+from minitrans.layers.layernorm import LayerNorm  # noqa: E402
+from minitrans.layers.loss import LabelSmoothedCrossEntropy  # noqa: E402
+from minitrans.layers.multihead import MultiHeadAttention  # noqa: E402
+from minitrans.layers.positional import sinusoidal_table  # noqa: E402
+from minitrans.model.config import ModelConfig  # noqa: E402
+from minitrans.model.language_model import DecoderOnlyLM  # noqa: E402
+from minitrans.model.transformer import Transformer  # noqa: E402
+from minitrans.ops.masks import padding_mask  # noqa: E402
+from minitrans.tools.gradcheck import relative_error  # noqa: E402
+from minitrans.training.optim import Adam, transformer_lr  # noqa: E402
 
 TOLERANCE = 1e-6
 VOCAB, PAD = 13, 0
@@ -63,7 +68,9 @@ def t(array):
 
 def close(ours, theirs, tolerance=TOLERANCE):
     ours = backend.to_numpy(ours)
-    theirs = theirs.detach().cpu().numpy() if isinstance(theirs, torch.Tensor) else np.asarray(theirs)
+    theirs = (
+        theirs.detach().cpu().numpy() if isinstance(theirs, torch.Tensor) else np.asarray(theirs)
+    )
     error = relative_error(ours, theirs)
     assert error < tolerance, f"relative error {error:.2e}"
     return error
@@ -74,7 +81,9 @@ def assert_gradients_match(model, torch_model):
     cover every parameter of both models."""
     links = parameter_links(model, torch_model)
     assert [link.name for link in links] == [name for name, _, _ in model.named_parameters()]
-    linked = sum(link.tensor[link.rows].numel() if link.rows else link.tensor.numel() for link in links)
+    linked = sum(
+        link.tensor[link.rows].numel() if link.rows else link.tensor.numel() for link in links
+    )
     key_biases = sum(bias[rows].numel() for _, bias, rows in key_bias_blocks(torch_model))
     assert linked + key_biases == sum(p.numel() for p in torch_model.parameters())
     # A gradient that is zero in exact arithmetic (W_Q and W_K where every
@@ -85,7 +94,9 @@ def assert_gradients_match(model, torch_model):
     failures = {}
     for link in links:
         ours, theirs = backend.to_numpy(link.grad), link.torch_grad().numpy()
-        error = np.abs(ours - theirs).max() / max(np.abs(ours).max(), np.abs(theirs).max(), 1e-9 * scale)
+        error = np.abs(ours - theirs).max() / max(
+            np.abs(ours).max(), np.abs(theirs).max(), 1e-9 * scale
+        )
         if not error < TOLERANCE:
             failures[link.name] = error
     assert not failures, failures
@@ -128,7 +139,9 @@ def test_encoder_decoder_logits_loss_and_every_gradient_match_autograd(float64, 
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
 def test_decoder_only_logits_loss_and_every_gradient_match_autograd(float64, pre_norm, tie):
     rng = np.random.default_rng(1)
-    model = DecoderOnlyLM(tiny_config(pre_norm=pre_norm, tie_embeddings=tie, decoder_only=True), rng=2)
+    model = DecoderOnlyLM(
+        tiny_config(pre_norm=pre_norm, tie_embeddings=tie, decoder_only=True), rng=2
+    )
     torch_model = to_torch(model)
     tokens = ids(rng, 4, 10, [10, 7, 4, 9])
     run_both(model, torch_model, (tokens[:, :-1],), tokens[:, 1:])
@@ -166,7 +179,9 @@ def random_models(draw):
     return config, batch, lengths, pad_from, draw(st.integers(0, 2**16))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(case=random_models())
 def test_random_models_match_autograd(case):
     config, batch, (length_src, length_tgt), (pad_src, pad_tgt), seed = case
@@ -175,7 +190,11 @@ def test_random_models_match_autograd(case):
         model = (DecoderOnlyLM if config.decoder_only else Transformer)(config, rng=seed)
         torch_model = to_torch(model)
         tgt = ids(rng, batch, length_tgt, pad_tgt)
-        inputs = (tgt[:, :-1],) if config.decoder_only else (ids(rng, batch, length_src, pad_src), tgt[:, :-1])
+        inputs = (
+            (tgt[:, :-1],)
+            if config.decoder_only
+            else (ids(rng, batch, length_src, pad_src), tgt[:, :-1])
+        )
         run_both(model, torch_model, inputs, tgt[:, 1:])
         assert_gradients_match(model, torch_model)
 
@@ -190,7 +209,9 @@ def test_weights_go_to_torch_and_back_unchanged(backend_name, dtype):
         torch_model = to_torch(model)
         assert {p.dtype for p in torch_model.parameters()} == {getattr(torch, dtype)}
         back = from_torch(torch_model)
-        for (name, ours, _), (_, theirs, _) in zip(model.named_parameters(), back.named_parameters()):
+        for (name, ours, _), (_, theirs, _) in zip(
+            model.named_parameters(), back.named_parameters()
+        ):
             assert theirs.dtype == ours.dtype, name
             assert np.array_equal(backend.to_numpy(ours), backend.to_numpy(theirs)), name
 
@@ -201,14 +222,19 @@ def test_to_torch_zeroes_the_key_bias_and_from_torch_may_ignore_it(float64):
     rng = np.random.default_rng(5)
     model = Transformer(tiny_config(), rng=6)
     torch_model = to_torch(model)
-    assert all(float(bias[rows].detach().abs().max()) == 0.0 for _, bias, rows in key_bias_blocks(torch_model))
+    assert all(
+        float(bias[rows].detach().abs().max()) == 0.0
+        for _, bias, rows in key_bias_blocks(torch_model)
+    )
     with torch.no_grad():
         for _, bias, rows in key_bias_blocks(torch_model):
             bias[rows] = torch.randn(rows.stop - rows.start)
     src, tgt = ids(rng, 2, 7, [7, 3]), ids(rng, 2, 5, [5, 2])
     torch_logits = torch_model(torch.from_numpy(src), torch.from_numpy(tgt))
     imported = from_torch(torch_model).eval()
-    close(imported.forward(backend.get_xp().asarray(src), backend.get_xp().asarray(tgt)), torch_logits)
+    close(
+        imported.forward(backend.get_xp().asarray(src), backend.get_xp().asarray(tgt)), torch_logits
+    )
 
 
 def test_from_torch_fills_a_given_model_in_place(float64):
@@ -235,7 +261,9 @@ def _torch_mha(layer):
     d = layer.d_model
     with torch.no_grad():
         mha.in_proj_weight.copy_(torch.cat([t(layer.params[f"W_{n}"]).T for n in "QKV"]))
-        mha.in_proj_bias.copy_(torch.cat([t(layer.params["b_Q"]), torch.zeros(d), t(layer.params["b_V"])]))
+        mha.in_proj_bias.copy_(
+            torch.cat([t(layer.params["b_Q"]), torch.zeros(d), t(layer.params["b_V"])])
+        )
         mha.out_proj.weight.copy_(t(layer.params["W_O"]).T)
         mha.out_proj.bias.copy_(t(layer.params["b_O"]))
     return mha
@@ -363,7 +391,9 @@ def test_adam_with_the_paper_schedule_matches_torch_adam_with_lambda_lr(float64,
 
         torch_optimizer.zero_grad()
         torch_logits = torch_model(*map(torch.from_numpy, inputs))
-        torch_loss = torch_loss_fn(torch_logits.reshape(-1, VOCAB), torch.from_numpy(targets).reshape(-1))
+        torch_loss = torch_loss_fn(
+            torch_logits.reshape(-1, VOCAB), torch.from_numpy(targets).reshape(-1)
+        )
         torch_loss.backward()
         assert scheduler.get_last_lr()[0] == pytest.approx(lr, rel=1e-12)
         torch_optimizer.step()
@@ -371,7 +401,10 @@ def test_adam_with_the_paper_schedule_matches_torch_adam_with_lambda_lr(float64,
         close(loss, torch_loss)
 
     for link in parameter_links(model, torch_model):
-        assert relative_error(backend.to_numpy(link.value), link.torch_value().detach().numpy()) < TOLERANCE, link.name
+        assert (
+            relative_error(backend.to_numpy(link.value), link.torch_value().detach().numpy())
+            < TOLERANCE
+        ), link.name
     # and the trained PyTorch weights come back as the same model
     back = from_torch(torch_model)
     for (name, ours, _), (_, theirs, _) in zip(model.named_parameters(), back.named_parameters()):

@@ -8,13 +8,20 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans import experiment
-from minitrans.trainer import TrainConfig, TrainingError
+from minitrans.training import experiment
+from minitrans.training.trainer import TrainConfig, TrainingError
 
 
 def _trainer(tmp_path, task="copy", **settings):
-    values = dict(steps=6, batch_size=16, warmup=4, eval_every=3, eval_pairs=20, out_dir=str(tmp_path / "run"),
-                  target_exact_match=1.1)  # never stop early unless a test asks
+    values = dict(
+        steps=6,
+        batch_size=16,
+        warmup=4,
+        eval_every=3,
+        eval_pairs=20,
+        out_dir=str(tmp_path / "run"),
+        target_exact_match=1.1,
+    )  # never stop early unless a test asks
     values.update(settings)
     config = TrainConfig(task=task, **values)
     sizes = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
@@ -28,12 +35,18 @@ def test_resuming_repeats_the_losses_of_an_uninterrupted_run(tmp_path, task):
     assert len(straight.history["loss"]) == 6
     interrupted = _trainer(tmp_path / "b", task, steps=3)
     interrupted.fit()
-    resumed = experiment.resume_trainer(interrupted.checkpoint_path, steps=6, progress=False, log=lambda m: None)
+    resumed = experiment.resume_trainer(
+        interrupted.checkpoint_path, steps=6, progress=False, log=lambda m: None
+    )
     assert resumed.step == 3
     resumed.fit()
     assert resumed.history["loss"] == straight.history["loss"]  # exactly, dropout on
-    for (name, value, _), (_, other, _) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
-        np.testing.assert_array_equal(minitrans.to_numpy(other), minitrans.to_numpy(value), err_msg=name)
+    for (name, value, _), (_, other, _) in zip(
+        straight.model.named_parameters(), resumed.model.named_parameters()
+    ):
+        np.testing.assert_array_equal(
+            minitrans.to_numpy(other), minitrans.to_numpy(value), err_msg=name
+        )
 
 
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path):
@@ -44,7 +57,9 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp
     trainer.config = dataclasses.replace(trainer.config, steps=6)
     weight = trainer.model.generator.params["W"]
     weight[0, 0] = float("nan")
-    with pytest.raises(TrainingError, match=r"step 4: the loss \(nan\).*last good checkpoint is .*checkpoint.npz"):
+    with pytest.raises(
+        TrainingError, match=r"step 4: the loss \(nan\).*last good checkpoint is .*checkpoint.npz"
+    ):
         trainer.fit()
     assert open(trainer.checkpoint_path, "rb").read() == saved
     assert trainer.step == 3

@@ -1,6 +1,6 @@
 """Solution to the exercise of lesson 10 (the feed-forward network and the
 output layer): top-p (nucleus) filtering, checked by
-``minitrans.exercises.check_top_p``."""
+``minitrans.tools.exercises.check_top_p``."""
 
 import numpy as np
 

@@ -39,11 +39,11 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
     ) from error
 
-from minitrans import backend
+from minitrans.core import backend
 from minitrans.interop.torch_modules import TorchLanguageModel, TorchTransformer
-from minitrans.language_model import DecoderOnlyLM
-from minitrans.optim import transformer_lr
-from minitrans.transformer import Transformer
+from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.model.transformer import Transformer
+from minitrans.training.optim import transformer_lr
 
 __all__ = ["to_torch", "from_torch", "parameter_links", "paper_optimizer", "paper_loss",
            "TorchTransformer", "TorchLanguageModel"]
@@ -102,7 +102,9 @@ class ParameterLink:
 def _attention_links(prefix, mha, torch_mha):
     d = mha.d_model
     for name, rows in (("Q", slice(0, d)), ("K", slice(d, 2 * d)), ("V", slice(2 * d, 3 * d))):
-        yield ParameterLink(f"{prefix}W_{name}", mha, f"W_{name}", torch_mha.in_proj_weight, rows, True)
+        yield ParameterLink(
+            f"{prefix}W_{name}", mha, f"W_{name}", torch_mha.in_proj_weight, rows, True
+        )
         if name != "K":  # minitrans has no key bias
             yield ParameterLink(f"{prefix}b_{name}", mha, f"b_{name}", torch_mha.in_proj_bias, rows)
     yield ParameterLink(f"{prefix}W_O", mha, "W_O", torch_mha.out_proj.weight, transpose=True)
@@ -128,10 +130,16 @@ def _layer_links(prefix, layer, torch_layer):
         blocks.append(("cross_attn", layer.cross_attn, torch_layer.multihead_attn))
     for index, (name, block, torch_mha) in enumerate(blocks, start=1):
         yield from _attention_links(f"{prefix}{name}.sublayer.", block.sublayer, torch_mha)
-        yield from _norm_links(f"{prefix}{name}.norm.", block.norm, getattr(torch_layer, f"norm{index}"))
+        yield from _norm_links(
+            f"{prefix}{name}.norm.", block.norm, getattr(torch_layer, f"norm{index}")
+        )
     prefix_ff = f"{prefix}feed_forward."
-    yield from _feed_forward_links(prefix_ff + "sublayer.", layer.feed_forward.sublayer, torch_layer)
-    yield from _norm_links(prefix_ff + "norm.", layer.feed_forward.norm, getattr(torch_layer, f"norm{len(blocks) + 1}"))
+    yield from _feed_forward_links(
+        prefix_ff + "sublayer.", layer.feed_forward.sublayer, torch_layer
+    )
+    yield from _norm_links(
+        prefix_ff + "norm.", layer.feed_forward.norm, getattr(torch_layer, f"norm{len(blocks) + 1}")
+    )
 
 
 def _stack_links(prefix, stack, torch_stack):
@@ -144,7 +152,9 @@ def _stack_links(prefix, stack, torch_stack):
 def _embedding_links(prefix, input_embedding, torch_embedding):
     embedding = input_embedding.embedding
     if embedding.owner is embedding:  # a shared table is linked once, by its owner
-        yield ParameterLink(f"{prefix}embedding.W_E", embedding, "W_E", torch_embedding.embedding.weight)
+        yield ParameterLink(
+            f"{prefix}embedding.W_E", embedding, "W_E", torch_embedding.embedding.weight
+        )
 
 
 def _generator_links(generator, torch_generator):
@@ -176,14 +186,19 @@ def _check_pair(model, torch_model, expected_type):
         raise TypeError(f"torch_model: expected a {expected_type.__name__} for a "
                         f"{type(model).__name__}, got {type(torch_model).__name__}")
     if torch_model.config != model.config:
-        raise ValueError(f"torch_model: expected a model of config {model.config}, got {torch_model.config}")
+        raise ValueError(
+            f"torch_model: expected a model of config {model.config}, got {torch_model.config}"
+        )
 
 
 def key_bias_blocks(torch_model):
     """(name of the attention, its in_proj_bias, the rows of b_K) for every
     attention of ``torch_model``: the PyTorch parameters minitrans lacks."""
-    return [(name, module.in_proj_bias, slice(module.embed_dim, 2 * module.embed_dim))
-            for name, module in torch_model.named_modules() if isinstance(module, torch.nn.MultiheadAttention)]
+    return [
+        (name, module.in_proj_bias, slice(module.embed_dim, 2 * module.embed_dim))
+        for name, module in torch_model.named_modules()
+        if isinstance(module, torch.nn.MultiheadAttention)
+    ]
 
 
 # ---------------------------------------------------------------- copying
@@ -193,7 +208,9 @@ def to_torch(model, device="cpu"):
     """A PyTorch model with the architecture, weights and dtype of ``model``
     (a ``Transformer`` or ``DecoderOnlyLM``), in the same train/eval mode."""
     if not isinstance(model, (Transformer, DecoderOnlyLM)):
-        raise TypeError(f"model: expected a minitrans Transformer or DecoderOnlyLM, got {type(model).__name__}")
+        raise TypeError(
+            f"model: expected a minitrans Transformer or DecoderOnlyLM, got {type(model).__name__}"
+        )
     dtype = getattr(torch, str(model.generator.params["b"].dtype))  # torch.float32 for "float32"
     torch_type = TorchTransformer if isinstance(model, Transformer) else TorchLanguageModel
     torch_model = torch_type(model.config).to(dtype)
@@ -250,7 +267,9 @@ def paper_optimizer(torch_model, warmup, factor=1.0, start_step=0):
     steps already taken elsewhere (in minitrans), so the schedule goes on
     from there."""
     optimizer = torch.optim.Adam(torch_model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    d_model = getattr(torch_model, "module", torch_model).config.d_model  # DistributedDataParallel wraps it
+    d_model = getattr(
+        torch_model, "module", torch_model
+    ).config.d_model  # DistributedDataParallel wraps it
     # LambdaLR counts from 0; the paper's schedule counts steps from 1
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: transformer_lr(start_step + step + 1, d_model, warmup, factor))

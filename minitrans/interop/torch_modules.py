@@ -128,7 +128,9 @@ class TorchLanguageModel(nn.Module):
         self.config = c = config
         self.embed = TorchInputEmbedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
         layer = _paper_dropout(nn.TransformerEncoderLayer(**_layer_options(c)))
-        self.decoder = nn.TransformerEncoder(layer, c.N, norm=_final_norm(c), enable_nested_tensor=False)
+        self.decoder = nn.TransformerEncoder(
+            layer, c.N, norm=_final_norm(c), enable_nested_tensor=False
+        )
         self.generator = _generator(c, self.embed.embedding if c.tie_embeddings else None)
 
     def forward(self, ids):

@@ -1,0 +1,204 @@
+"""A CPU test backend whose arrays behave like GPU arrays towards NumPy.
+
+CuPy arrays live in device memory, so CuPy refuses three things that NumPy
+code does without a second thought:
+
+* converting a device array to a NumPy array implicitly (``np.asarray(x)``),
+* mixing a device array with a NumPy array in one operation (``x + mask``
+  where ``mask`` was built with ``numpy``),
+* calling ``numpy`` functions on device arrays (``np.add.at(x, ...)``).
+
+Code that does any of these works on the ``numpy`` backend and breaks on a
+GPU. ``StrictArray`` wraps a NumPy array and raises ``TypeError`` in exactly
+these cases, so the whole test suite can catch such leaks on a CPU. The
+``namespace`` object plays the part of the ``cupy`` module: its functions
+take and return ``StrictArray``.
+"""
+
+import contextlib
+import types
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+# Functions that copy host data to the "device", like ``cupy.asarray``.
+_HOST_TO_DEVICE = {"asarray", "array", "asanyarray", "ascontiguousarray"}
+
+
+class StrictArray(NDArrayOperatorsMixin):
+    """A NumPy array that refuses to mix with plain NumPy arrays."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data):
+        self._data = data
+
+    # -- what CuPy refuses ------------------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "Implicit conversion of a device array to a NumPy array is not "
+            "allowed; use minitrans.to_numpy(x) or x.get() to copy it to the host"
+        )
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method not in ("__call__", "reduce", "accumulate", "outer"):
+            raise TypeError(
+                f"numpy.{ufunc.__name__}.{method} was called on a device array; "
+                f"use the backend's namespace (xp.{ufunc.__name__}.{method})"
+            )
+        inputs = _unwrap(inputs, f"numpy.{ufunc.__name__}")
+        if "out" in kwargs:
+            kwargs["out"] = _unwrap(kwargs["out"], f"numpy.{ufunc.__name__}")
+        return _wrap(getattr(ufunc, method)(*inputs, **kwargs))
+
+    def __array_function__(self, func, types_, args, kwargs):
+        raise TypeError(
+            f"numpy.{func.__name__} was called on a device array; "
+            f"use the backend's namespace (xp.{func.__name__})"
+        )
+
+    # -- array behaviour ----------------------------------------------------
+    def get(self):
+        """Copy to a host NumPy array (the CuPy spelling)."""
+        return self._data.copy()
+
+    def __getitem__(self, key):
+        return _wrap(self._data[_unwrap(key, "indexing")])
+
+    def __setitem__(self, key, value):
+        self._data[_unwrap(key, "indexing")] = _unwrap(value, "assignment")
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # hides __array_interface__ and friends
+            raise AttributeError(name)
+        attribute = getattr(self._data, name)
+        if callable(attribute):
+            return _wrap_function(attribute, name)
+        return _wrap(attribute)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __iter__(self):
+        return (_wrap(row) for row in self._data)
+
+    def __float__(self):
+        return float(self._data)
+
+    def __int__(self):
+        return int(self._data)
+
+    def __index__(self):
+        return self._data.__index__()
+
+    def __bool__(self):
+        return bool(self._data)
+
+    def __repr__(self):
+        return "strict_" + repr(self._data)
+
+    def __copy__(self):
+        return StrictArray(self._data.copy())
+
+    def __deepcopy__(self, memo):
+        return StrictArray(self._data.copy())
+
+    def __reduce__(self):
+        raise TypeError("device arrays cannot be pickled; use minitrans.to_numpy first")
+
+
+def _unwrap(value, where, allow_host=False):
+    """Replace StrictArrays by their data; refuse NumPy arrays."""
+    if isinstance(value, StrictArray):
+        return value._data
+    if isinstance(value, np.ndarray):
+        if allow_host:
+            return value
+        raise TypeError(
+            f"{where}: got a NumPy array (host memory) where a device array "
+            "is needed; create it with the backend's namespace (xp) or move "
+            "it with minitrans.to_device"
+        )
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrap(item, where, allow_host) for item in value)
+    if isinstance(value, dict):
+        return {key: _unwrap(item, where, allow_host) for key, item in value.items()}
+    return value
+
+
+_float64_forbidden = False
+
+
+@contextlib.contextmanager
+def forbid_float64():
+    """Inside this block, any float64 array that the strict backend makes
+    raises TypeError. Under NumPy 2 a float32 array combined with a float64
+    array or NumPy float64 scalar becomes float64, silently doubling the
+    memory and time of everything after it; the float32 tests run whole
+    training steps in here to prove that nothing does."""
+    global _float64_forbidden
+    previous, _float64_forbidden = _float64_forbidden, True
+    try:
+        yield
+    finally:
+        _float64_forbidden = previous
+
+
+def _wrap(value):
+    if isinstance(value, np.ndarray):
+        if _float64_forbidden and value.dtype == np.float64:
+            raise TypeError(
+                f"a float64 array of shape {value.shape} was made inside forbid_float64()"
+            )
+        return StrictArray(value)
+    if isinstance(value, np.generic):  # CuPy gives 0-d device arrays, not host scalars
+        return _wrap(np.asarray(value))
+    if isinstance(value, tuple):
+        return tuple(_wrap(item) for item in value)
+    if isinstance(value, list):
+        return [_wrap(item) for item in value]
+    if isinstance(value, np.random.Generator):
+        return _Proxy(value, "Generator")
+    return value
+
+
+def _wrap_function(function, name, allow_host=False):
+    def wrapped(*args, **kwargs):
+        args = _unwrap(args, f"xp.{name}", allow_host)
+        kwargs = _unwrap(kwargs, f"xp.{name}", allow_host)
+        return _wrap(function(*args, **kwargs))
+
+    wrapped.__name__ = name
+    wrapped.__doc__ = getattr(function, "__doc__", None)
+    return wrapped
+
+
+class _Proxy:
+    """Wraps a module or object so that what it returns is on the device."""
+
+    def __init__(self, target, label):
+        self._target = target
+        self._label = label
+
+    def __getattr__(self, name):
+        if name in ("_target", "_label"):  # not set yet: a copy under construction
+            raise AttributeError(name)
+        attribute = getattr(self._target, name)
+        if name == "ndarray":
+            return StrictArray
+        if isinstance(attribute, np.ufunc):
+            return _Proxy(attribute, name)
+        if isinstance(attribute, types.ModuleType):
+            return _Proxy(attribute, f"{self._label}.{name}")
+        if isinstance(attribute, type) or not callable(attribute):
+            return attribute  # dtypes, scalar types, constants such as pi
+        return _wrap_function(attribute, name, allow_host=name in _HOST_TO_DEVICE)
+
+    def __call__(self, *args, **kwargs):  # a proxied ufunc called directly
+        return _wrap_function(self._target, self._label)(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<strict {self._label}>"
+
+
+namespace = _Proxy(np, "strict")

@@ -1,0 +1,30 @@
+"""From text to batches of token ids: vocabulary, tokenisers, padding, TSV files.
+
+    text --Tokenizer.split--> tokens --Vocab.encode--> ids --make_*_batch--> Batch
+
+The built-in toy tasks are in ``minitrans.data.tasks`` and the grammar of the toy
+translation in ``minitrans.data.toy_language``.
+"""
+
+from minitrans.data.batches import (  # noqa: F401
+    Batch,
+    iterate_batches,
+    make_lm_batch,
+    make_seq2seq_batch,
+    pad,
+)
+from minitrans.data.tsv import read_tsv, write_tsv  # noqa: F401
+from minitrans.data.vocab import (  # noqa: F401
+    BOS,
+    BOS_ID,
+    EOS,
+    EOS_ID,
+    PAD,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    UNK,
+    UNK_ID,
+    DataError,
+    Tokenizer,
+    Vocab,
+)

@@ -1,0 +1,269 @@
+"""Toy tasks to train on, and parallel corpora from TSV files.
+
+A ``Task`` bundles what training and evaluation need: the (source, target)
+text pairs, split into train and valid, the tokenizer and one vocabulary for
+both sides (so the embeddings can be tied, paper §3.4), and ``make_batch``.
+
+    task = load_task("reverse", seed=0)
+    batch = task.make_batch(task.train[:32])      # a Batch on the device
+
+The built-in tasks, generated here deterministically from a seed:
+
+    copy       ten random digits in, the same ten out
+    reverse    ten random digits in, reversed out
+    translate  toy English into a made-up language with different word order
+    lm         two-digit sums "12+34=" -> "46" for a decoder-only model
+
+Validation sources never appear in the training data, so the validation
+score measures generalisation, not memory.
+"""
+
+import dataclasses
+import pathlib
+from typing import Callable, NamedTuple
+
+from minitrans.core import backend
+from minitrans.data import toy_language
+from minitrans.data.batches import make_lm_batch, make_seq2seq_batch
+from minitrans.data.tsv import read_tsv
+from minitrans.data.vocab import DataError, Tokenizer, Vocab
+
+KINDS = ("seq2seq", "lm")
+
+
+@dataclasses.dataclass
+class Task:
+    """A task's data and how to turn it into batches.
+
+    name, description: for the command line ("copy", one line about it)
+    kind:       "seq2seq" (encoder-decoder) or "lm" (decoder-only)
+    tokenizer:  splits the texts into tokens
+    vocab:      one vocabulary shared by source and target
+    train, valid: lists of (source_text, target_text) pairs
+    """
+
+    name: str
+    kind: str
+    tokenizer: Tokenizer
+    vocab: Vocab
+    train: list
+    valid: list
+    description: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
+
+    def encode_pair(self, src_text, tgt_text):
+        """Two texts -> (src_ids, tgt_ids), lists of ints without specials."""
+        encode = self.vocab.encode
+        return encode(self.tokenizer.split(src_text)), encode(self.tokenizer.split(tgt_text))
+
+    def decode(self, ids):
+        """Ids (up to the first <eos>) -> text."""
+        return self.tokenizer.join(self.vocab.decode(ids))
+
+    def make_batch(self, pairs):
+        """A Batch of (source_text, target_text) pairs, on the device.
+
+        A language model reads the source and target as one sequence
+        ("12+34=46") and learns to predict every next token of it.
+        """
+        encoded = [self.encode_pair(src, tgt) for src, tgt in pairs]
+        if self.kind == "seq2seq":
+            return make_seq2seq_batch(encoded)
+        return make_lm_batch([src + tgt for src, tgt in encoded])
+
+    def max_length(self):
+        """The longest source + target + 2 (<bos>, <eos>) over all pairs.
+
+        The positional encoding (config.max_len) must cover it: that bounds a
+        language model's <bos> + source + target + <eos>, and the longest
+        side of an encoder-decoder pair with its <bos> or <eos>.
+        """
+        lengths = (
+            len(s) + len(t) + 2 for s, t in (self.encode_pair(*p) for p in self.train + self.valid)
+        )
+        return max(lengths, default=0)  # 0: a task restored without its data
+
+
+# ------------------------------------------------------------ built-in tasks
+
+COPY_LENGTH = 10
+DIGITS = "0123456789"
+
+
+def _digit_strings(rng, count):
+    """``count`` random strings of COPY_LENGTH digits (the copy task's inputs)."""
+    rows = rng.integers(0, len(DIGITS), size=(count, COPY_LENGTH)).tolist()
+    return ["".join(DIGITS[d] for d in row) for row in rows]
+
+
+def _distinct_pairs(draw, count, rng, capacity):
+    """``count`` (source, target) pairs with distinct sources.
+
+    ``draw(rng, n)`` makes n random pairs; repeats are dropped and more are
+    drawn until there are enough. Splitting the result never puts a
+    validation source into the training data.
+    """
+    if count > capacity:
+        raise ValueError(
+            f"num_train: train + valid = {count} is more than the {capacity} distinct examples"
+        )
+    by_source = {}
+    while len(by_source) < count:
+        for source, target in draw(rng, count - len(by_source)):
+            by_source.setdefault(source, target)
+    return list(by_source.items())
+
+
+def _generated_task(name, kind, level, draw, capacity, extra_tokens, description,
+                    seed, num_train, num_valid):
+    """Draw valid first, then train, and build the vocabulary from train.
+
+    ``extra_tokens`` (the task's whole alphabet) are added to the vocabulary
+    so that a small training set still knows every symbol.
+    """
+    num_train = 20000 if num_train is None else num_train
+    num_valid = 1000 if num_valid is None else num_valid
+    rng = backend.host_rng(seed)
+    pairs = _distinct_pairs(draw, num_valid + num_train, rng, capacity)
+    valid, train = pairs[:num_valid], pairs[num_valid:]
+    tokenizer = Tokenizer(level)
+    vocab = _shared_vocab(tokenizer, train, extra_tokens)
+    return Task(name, kind, tokenizer, vocab, train, valid, description)
+
+
+def _shared_vocab(tokenizer, pairs, extra_tokens=()):
+    token_lists = [tokenizer.split(src) + tokenizer.split(tgt) for src, tgt in pairs]
+    return Vocab.build(token_lists + [list(extra_tokens)])
+
+
+def _copy_task(seed, num_train, num_valid):
+    def draw(rng, n):
+        return [(s, s) for s in _digit_strings(rng, n)]
+
+    return _generated_task("copy", "seq2seq", "char", draw, len(DIGITS) ** COPY_LENGTH, DIGITS,
+                           TASKS["copy"].description, seed, num_train, num_valid)
+
+
+def _reverse_task(seed, num_train, num_valid):
+    def draw(rng, n):  # the same sources as "copy" for a seed
+        return [(s, s[::-1]) for s in _digit_strings(rng, n)]
+
+    return _generated_task("reverse", "seq2seq", "char", draw, len(DIGITS) ** COPY_LENGTH, DIGITS,
+                           TASKS["reverse"].description, seed, num_train, num_valid)
+
+
+def _translate_task(seed, num_train, num_valid):
+    def draw(rng, n):
+        clauses = toy_language.random_clauses(rng, n)
+        return [(toy_language.english(c), toy_language.target(c)) for c in clauses]
+
+    return _generated_task("translate", "seq2seq", "word", draw, toy_language.NUM_SENTENCES,
+                           toy_language.all_words(), TASKS["translate"].description,
+                           seed, num_train, num_valid)
+
+
+NUM_ADDITIONS = 100 * 100
+
+
+def _addition_task(seed, num_train, num_valid):
+    """Every a + b with 0 <= a, b < 100; a seeded shuffle picks the valid set."""
+    num_valid = 1000 if num_valid is None else num_valid
+    num_train = NUM_ADDITIONS - num_valid if num_train is None else num_train
+    if num_train + num_valid > NUM_ADDITIONS:
+        raise ValueError(f"num_train: train + valid = {num_train + num_valid} is more than "
+                         f"the {NUM_ADDITIONS} two-digit additions")
+    pairs = [(f"{a}+{b}=", str(a + b)) for a in range(100) for b in range(100)]
+    order = backend.host_rng(seed).permutation(NUM_ADDITIONS).tolist()
+    valid = [pairs[i] for i in order[:num_valid]]
+    train = [pairs[i] for i in order[num_valid : num_valid + num_train]]
+    tokenizer = Tokenizer("char")
+    vocab = _shared_vocab(tokenizer, train, DIGITS + "+=")
+    return Task("lm", "lm", tokenizer, vocab, train, valid, TASKS["lm"].description)
+
+
+class TaskSpec(NamedTuple):
+    description: str
+    build: Callable  # build(seed, num_train, num_valid) -> Task
+
+
+TASKS = {
+    "copy": TaskSpec(
+        "copy: repeat 10 random digits (the Annotated Transformer's first task)", _copy_task
+    ),
+    "reverse": TaskSpec("reverse: write 10 random digits backwards", _reverse_task),
+    "translate": TaskSpec(
+        "translate: toy English into a made-up subject-object-verb language "
+        "(words move, not just change)",
+        _translate_task,
+    ),
+    "lm": TaskSpec(
+        "lm: a decoder-only model completes two-digit sums, '12+34=' -> '46'", _addition_task
+    ),
+}
+
+
+def load_task(name, seed=0, num_train=None, num_valid=None):
+    """A built-in task, the same for the same seed and sizes.
+
+    ``num_train``/``num_valid`` default to 20000/1000 (lm: 9000/1000, all the
+    additions there are).
+    """
+    if name not in TASKS:
+        raise ValueError(f"task: expected one of {sorted(TASKS)}, got {name!r}")
+    for argument, value in (("num_train", num_train), ("num_valid", num_valid)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{argument}: expected a positive integer, got {value!r}")
+    return TASKS[name].build(seed, num_train, num_valid)
+
+
+# -------------------------------------------------------------- TSV corpora
+
+
+def task_from_tsv(train_path, valid_path=None, level="word", valid_fraction=0.1, seed=0):
+    """A translation task from "source<TAB>target" files (see data.read_tsv).
+
+    Without ``valid_path``, a seeded random ``valid_fraction`` of the pairs
+    is held out for validation (at least one, and at least one is left to
+    train on); training pairs that repeat a held-out source are dropped too.
+    The vocabulary comes from the training pairs only: words seen only in
+    validation become <unk>, as words unseen in training would in real use.
+    """
+    if not 0 < valid_fraction < 1:
+        raise ValueError(
+            f"valid_fraction: expected a number between 0 and 1, got {valid_fraction!r}"
+        )
+    tokenizer = Tokenizer(level)
+    pairs = read_tsv(train_path)
+    description = f"tsv: translation pairs from {pathlib.Path(train_path).name} ({level} level)"
+    if valid_path is not None:
+        train, valid = pairs, read_tsv(valid_path)
+        description += f", validation pairs from {pathlib.Path(valid_path).name}"
+    else:
+        train, valid = _hold_out(train_path, pairs, valid_fraction, seed)
+        description += f"; held out {len(valid)} of {len(pairs)} pairs for validation"
+        if len(train) + len(valid) < len(pairs):
+            description += f" (and dropped {len(pairs) - len(train) - len(valid)} repeats of them)"
+    vocab = _shared_vocab(tokenizer, train)
+    return Task("tsv", "seq2seq", tokenizer, vocab, train, valid, description)
+
+
+def _hold_out(path, pairs, fraction, seed):
+    """Split pairs into (train, valid) with a seeded shuffle of their indices."""
+    if len(pairs) < 2:
+        raise DataError(f"{path}: too small to hold out validation data (only {len(pairs)} pair); "
+                        "give more pairs or a separate validation file")
+    count = min(max(1, round(fraction * len(pairs))), len(pairs) - 1)
+    held = set(backend.host_rng(seed).permutation(len(pairs))[:count].tolist())
+    valid = [pair for i, pair in enumerate(pairs) if i in held]
+    valid_sources = {src for src, _ in valid}
+    train = [pair for i, pair in enumerate(pairs) if i not in held and pair[0] not in valid_sources]
+    if not train:
+        raise DataError(
+            f"{path}: every pair repeats a held-out source; nothing is left to train on"
+        )
+    return train, valid

@@ -1,0 +1,18 @@
+"""From next-token logits to sentences: greedy, beam search and sampling,
+with the key/value cache."""
+
+from minitrans.decoding.sampling import (  # noqa: F401
+    apply_temperature,
+    draw,
+    sampler,
+    top_k_filter,
+    top_p_filter,
+)
+from minitrans.decoding.search import (  # noqa: F401
+    beam_search,
+    decode_with_attention,
+    generate,
+    gnmt_length_penalty,
+    greedy,
+    sample,
+)

@@ -1,0 +1,91 @@
+"""Sampling the next token: temperature, top-k and top-p (nucleus)
+filtering, and drawing from the filtered distribution.
+
+Each function works on a (B, V) array of one decoding step;
+``minitrans.decoding.search`` runs the loop that calls them.
+"""
+
+import numbers
+
+from minitrans.core import backend
+from minitrans.ops.softmax import softmax
+
+
+def apply_temperature(logits, temperature):
+    """logits / T, (B, V): T < 1 sharpens (T -> 0 is greedy), T > 1 flattens."""
+    _check_number("temperature", temperature, lambda t: t > 0, "a number > 0")
+    return logits / float(temperature)
+
+
+def top_k_filter(logits, k):
+    """Keep the k largest logits of each (B, V) row, the others become -inf:
+    exactly k, even with ties, as ranks come from a stable sort."""
+    _check_number("k", k, lambda n: n >= 1, "an integer >= 1", numbers.Integral)
+    xp = backend.get_xp()
+    order = xp.argsort(-logits, axis=-1, kind="stable")  # most likely first
+    rank = xp.argsort(order, axis=-1, kind="stable")  # rank[b, v]: place of token v in order
+    return xp.where(rank < k, logits, -xp.inf)
+
+
+def top_p_filter(probs, p):
+    """Nucleus filtering of (B, V) probabilities (Holtzman et al., 2020).
+
+    Keep the smallest set of most probable tokens whose total probability is
+    at least p, zero the rest, renormalise each row to sum 1. In sorted order
+    a token is kept when the mass before it is < p, so the most probable token
+    always is. Worked example, p = 0.9:
+
+        probs       [0.5,   0.3,   0.15,  0.05]
+        mass before [0.0,   0.5,   0.8,   0.95]   keep the first three
+        returned    [0.526, 0.316, 0.158, 0.0 ]   (each divided by 0.95)
+    """
+    _check_number("p", p, lambda q: 0 < q <= 1, "a number in (0, 1]")
+    xp = backend.get_xp()
+    order = xp.argsort(-probs, axis=-1, kind="stable")
+    sorted_probs = xp.take_along_axis(probs, order, axis=-1)
+    mass_before = xp.cumsum(sorted_probs, axis=-1) - sorted_probs
+    keep = xp.take_along_axis(mass_before < p, xp.argsort(order, axis=-1, kind="stable"), axis=-1)
+    kept = xp.where(keep, probs, 0.0)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def draw(probs, rng):
+    """One id per row of (B, V) probabilities, (B,), by inverse-CDF sampling:
+    for u uniform in [0, total), the count of cumulative probabilities <= u
+    ("<=": a zero-probability token is never drawn, even for u = 0). Only
+    cumsum and comparisons, so the same on NumPy, strict and CuPy; ``rng`` is
+    a ``backend.device_rng`` generator."""
+    xp = backend.get_xp()
+    cumulative = xp.cumsum(probs.astype(xp.float64), axis=-1)  # (B, V)
+    u = rng.random((probs.shape[0], 1)) * cumulative[:, -1:]  # total, not 1: no rounding gap
+    return xp.minimum((cumulative <= u).sum(axis=-1), probs.shape[-1] - 1)
+
+
+def sampler(temperature, top_k, top_p, rng):
+    """Check the options once; return choose(logits) -> (B,) drawn ids:
+    logits -> apply_temperature -> top_k_filter (if top_k) -> softmax ->
+    top_p_filter (if top_p) -> draw."""
+    _check_number("temperature", temperature, lambda t: t > 0, "a number > 0")
+    if top_k is not None:
+        _check_number("top_k", top_k, lambda n: n >= 1, "an integer >= 1", numbers.Integral)
+    if top_p is not None:
+        _check_number("top_p", top_p, lambda q: 0 < q <= 1, "a number in (0, 1]")
+    if rng is None or isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+        rng = backend.device_rng(0 if rng is None else int(rng))
+    elif not hasattr(rng, "random"):
+        raise TypeError(
+            f"rng: expected an int seed or a backend.device_rng generator, got {type(rng).__name__}"
+        )
+
+    def choose(logits):
+        logits = apply_temperature(logits, temperature)
+        logits = logits if top_k is None else top_k_filter(logits, top_k)
+        probs = softmax(logits)
+        return draw(probs if top_p is None else top_p_filter(probs, top_p), rng)
+
+    return choose
+
+
+def _check_number(name, value, is_valid, expected, kind=numbers.Real):
+    if isinstance(value, bool) or not isinstance(value, kind) or not is_valid(value):
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")

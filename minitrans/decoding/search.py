@@ -1,0 +1,237 @@
+"""From next-token logits to sentences: greedy, beam search and sampling.
+
+A model only scores the next token; decoding picks one, feeds it back and
+repeats, for the whole batch at once. Tokens come back as (B, L) int ids
+without <bos>, each row ending at its <eos> with pad_id after it; L <= max_len,
+as decoding stops once every row has produced <eos>.
+
+Two rules let the cached path (``model.step``) and the recomputing path
+(``model.prefix_logits``) see the same tokens, hence give the same logits:
+<pad> is never generated (its logit becomes -inf) and a finished row is fed
+<eos>, never <pad>, because recomputation masks <pad> keys and the cache does
+not. Every public function calls ``model.eval()``: dropout off, always.
+"""
+
+import functools
+import numbers
+
+from minitrans.core import backend, checks
+from minitrans.decoding.sampling import sampler
+from minitrans.ops.softmax import log_softmax
+
+
+def greedy(model, src, max_len, bos_id=1, eos_id=2, pad_id=0, use_cache=True, return_logits=False):
+    """The most probable token at every step, for a Transformer.
+
+    use_cache=True encodes src (B, T_src) once (``model.start``) and feeds
+    one token per step (``model.step``); use_cache=False reruns
+    ``model.prefix_logits`` on the whole prefix every step: the slow reference.
+    Returns tokens (B, L); with return_logits also the raw logits (B, L, V).
+    """
+    feed, first = _start_encoder_decoder(model, src, max_len, bos_id, use_cache)
+    tokens, logits = _decode_loop(feed, first, max_len, _argmax, eos_id, pad_id, return_logits)
+    return (tokens, logits) if return_logits else tokens
+
+
+def sample(model, src, max_len, temperature=1.0, top_k=None, top_p=None, rng=None,
+           bos_id=1, eos_id=2, pad_id=0, use_cache=True):
+    """Draw every token at random, for a Transformer. Each step: logits ->
+    apply_temperature -> top_k_filter (if top_k) -> softmax -> top_p_filter
+    (if top_p) -> draw. ``rng``: an int seed (None is 0, so runs repeat) or a
+    ``backend.device_rng`` generator. Returns tokens (B, L) as greedy."""
+    choose = sampler(temperature, top_k, top_p, rng)
+    feed, first = _start_encoder_decoder(model, src, max_len, bos_id, use_cache)
+    return _decode_loop(feed, first, max_len, choose, eos_id, pad_id)[0]
+
+
+def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
+                bos_id=1, eos_id=2, pad_id=0, return_all=False):
+    """Keep the beam_size best partial translations of each source row.
+
+    The B * K hypotheses (K = beam_size) decode as one batch, row b*K + k
+    being beam k of source b. The encoder runs once; ``state.reorder``
+    repeats its output K times and, after each step, makes every beam's
+    key/value caches follow the parent it extends. A hypothesis Y scores
+
+        log P(Y | src) / lp(Y),   lp(Y) = ((5 + |Y|) / 6) ** alpha    (GNMT)
+
+    with |Y| its token count, <eos> included, and alpha = length_penalty
+    (0: raw log-probability; larger: fairer to long sentences). Each step
+    keeps the K best candidates by this score; a finished one keeps its
+    score, its only continuation being <pad> at cost 0. Stops when all beams
+    have finished, or after max_len tokens (default T_src + 50). Returns the
+    best tokens (B, L); with return_all also all beams, best first,
+    (B, K, L_all), and their scores (B, K).
+    """
+    xp = backend.get_xp()
+    _check_ids("src", src)
+    checks.check_positive_int("beam_size", beam_size)
+    max_len = min(src.shape[1] + 50, model.config.max_len) if max_len is None else max_len
+    _check_length("max_len", max_len, model)
+    _check_number("length_penalty", length_penalty, lambda a: a >= 0, "a number >= 0")
+    model.eval()
+    B, K = src.shape[0], beam_size
+    rows = xp.arange(B)[:, None]  # (B, 1): pairs each beam with its source row
+    state = model.start(src)
+    state.reorder(xp.repeat(xp.arange(B), K))
+    log_prob = xp.full((B, K), -xp.inf, dtype=backend.get_dtype())
+    log_prob[:, 0] = 0.0  # one live beam per row to start with, not K copies of it
+    lengths, finished = xp.zeros((B, K), dtype=src.dtype), xp.zeros((B, K), dtype=bool)
+    history = xp.zeros((B, K, 0), dtype=src.dtype)
+    tokens = xp.full((B * K,), bos_id, dtype=src.dtype)
+    for _ in range(max_len):
+        step_log_probs = log_softmax(model.step(state, tokens)).reshape(B, K, -1)
+        candidates = log_prob[:, :, None] + _continuations(step_log_probs, finished, pad_id)
+        V = candidates.shape[-1]  # candidates (B, K, V): every beam times every token
+        new_lengths = lengths + ~finished  # finished hypotheses do not grow
+        ranking = candidates / gnmt_length_penalty(new_lengths, length_penalty)[:, :, None]
+        best = xp.argsort(-ranking.reshape(B, K * V), axis=-1, kind="stable")[:, :K]
+        parent, token = best // V, (best % V).astype(src.dtype)  # (B, K) each
+        log_prob = candidates.reshape(B, K * V)[rows, best]
+        lengths, finished = new_lengths[rows, parent], finished[rows, parent] | (token == eos_id)
+        history = xp.concatenate([history[rows, parent], token[:, :, None]], axis=2)
+        state.reorder((rows * K + parent).reshape(-1))  # caches follow the parents
+        if bool(finished.all()):
+            break
+        tokens = xp.where(finished, eos_id, token).reshape(-1)
+    scores = log_prob / gnmt_length_penalty(lengths, length_penalty)
+    order = xp.argsort(-scores, axis=-1, kind="stable")
+    beams, scores, lengths = history[rows, order], scores[rows, order], lengths[rows, order]
+    best_tokens = beams[:, 0, : int(lengths[:, 0].max())]
+    return (best_tokens, beams, scores) if return_all else best_tokens
+
+
+def gnmt_length_penalty(length, alpha):
+    """lp = ((5 + length) / 6) ** alpha, elementwise (1 for length 1 or alpha 0)."""
+    length = backend.get_xp().asarray(
+        length, dtype=backend.get_dtype()
+    )  # integer lengths would give float64
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def decode_with_attention(model, src, max_len, bos_id=1, eos_id=2, pad_id=0):
+    """Greedy-decode src, then rerun the result teacher-forced, for plotting.
+
+    The forward gets <bos> + tokens[:, :-1], the inputs of the decoding
+    steps, so row t of each map is the attention while token t was produced.
+    Returns tokens (B, L) and ``model.attention_maps()``: (B, h, L, T) by
+    layer name, e.g. "decoder.layers.0.cross_attn.sublayer.attention".
+    """
+    xp = backend.get_xp()
+    tokens = greedy(model, src, max_len, bos_id, eos_id, pad_id)
+    bos = xp.full((tokens.shape[0], 1), bos_id, dtype=tokens.dtype)
+    model.forward(src, xp.concatenate([bos, tokens[:, :-1]], axis=1))
+    return tokens, model.attention_maps()
+
+
+def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, strategy="greedy",
+             temperature=1.0, top_k=None, top_p=None, rng=None, return_logits=False):
+    """Continue prompt (B, T0), int ids without padding, with a DecoderOnlyLM.
+
+    The cached path feeds the prompt to ``lm.step`` one token at a time, the
+    other reruns ``lm.prefix_logits`` on the whole prefix every step. strategy
+    "sample" takes temperature, top_k, top_p, rng as ``sample`` does. Returns
+    the new tokens (B, L <= max_new_tokens) as greedy; with return_logits
+    also their logits (B, L, V).
+    """
+    _check_ids("prompt", prompt)
+    _check_length("max_new_tokens", max_new_tokens, lm, already_fed=prompt.shape[1] - 1)
+    if strategy not in ("greedy", "sample"):
+        raise ValueError(f"strategy: expected 'greedy' or 'sample', got {strategy!r}")
+    choose = _argmax if strategy == "greedy" else sampler(temperature, top_k, top_p, rng)
+    lm.eval()
+    seen, last = prompt[:, :-1], prompt[:, -1]  # the loop feeds the last prompt token
+    if use_cache:
+        state = lm.start(prompt.shape[0])
+        for t in range(seen.shape[1]):
+            lm.step(state, seen[:, t])
+        feed = functools.partial(lm.step, state)
+    else:
+        feed = _recomputing_feed(lm.prefix_logits, seen)
+    tokens, logits = _decode_loop(feed, last, max_new_tokens, choose, eos_id, pad_id, return_logits)
+    return (tokens, logits) if return_logits else tokens
+
+
+def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_logits=False):
+    """The loop of greedy, sample and generate: feed(tokens (B,)) -> logits
+    (B, V) of the next token; choose(logits with <pad> at -inf) -> (B,) ids.
+    Returns tokens (B, L) and the raw logits (B, L, V), or None."""
+    xp = backend.get_xp()
+    tokens, finished = first_tokens, xp.zeros(first_tokens.shape, dtype=bool)
+    outputs, all_logits = [], []
+    for _ in range(max_steps):
+        logits = feed(tokens)
+        banned = xp.where(xp.arange(logits.shape[-1]) == pad_id, -xp.inf, logits)
+        chosen = choose(banned).astype(tokens.dtype)
+        outputs.append(xp.where(finished, pad_id, chosen))
+        if keep_logits:
+            all_logits.append(logits)
+        finished = finished | (chosen == eos_id)
+        if bool(finished.all()):
+            break
+        tokens = xp.where(finished, eos_id, chosen)  # finished rows get <eos>, never <pad>
+    return xp.stack(outputs, axis=1), (xp.stack(all_logits, axis=1) if keep_logits else None)
+
+
+def _start_encoder_decoder(model, src, max_len, bos_id, use_cache):
+    """Check the input, switch to eval mode; return feed and the <bos> column."""
+    _check_ids("src", src)
+    _check_length("max_len", max_len, model)
+    model.eval()
+    first = backend.get_xp().full((src.shape[0],), bos_id, dtype=src.dtype)
+    if use_cache:
+        return functools.partial(model.step, model.start(src)), first  # encodes src once, here
+    return _recomputing_feed(lambda prefix: model.prefix_logits(src, prefix), src[:, :0]), first
+
+
+def _recomputing_feed(prefix_logits, seen):
+    """A feed that appends tokens to the prefix (B, t) and reruns the model on
+    all of it: O(t) work per step where the cache does O(1)."""
+    prefix = [seen]
+
+    def feed(tokens):
+        prefix[0] = backend.get_xp().concatenate([prefix[0], tokens[:, None]], axis=1)
+        return prefix_logits(prefix[0])
+
+    return feed
+
+
+def _argmax(logits):
+    return backend.get_xp().argmax(logits, axis=-1)
+
+
+def _continuations(step_log_probs, finished, pad_id):
+    """Next-token log-probabilities (B, K, V) of each beam: <pad> is banned for
+    live beams and is the only, free (log 1 = 0), option of finished ones."""
+    xp = backend.get_xp()
+    is_pad = xp.arange(step_log_probs.shape[-1]) == pad_id
+    live = xp.where(is_pad, -xp.inf, step_log_probs)
+    only_pad = xp.full(step_log_probs.shape[-1], -xp.inf, dtype=step_log_probs.dtype)
+    only_pad[pad_id] = 0.0
+    return xp.where(finished[:, :, None], only_pad, live)
+
+
+def _check_ids(name, ids):
+    checks.check_array(name, ids, ndim=2)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected an integer array of token ids, got dtype {ids.dtype}")
+    if 0 in ids.shape:
+        raise ValueError(
+            f"{name}: expected at least one row of at least one token, got shape {tuple(ids.shape)}"
+        )
+
+
+def _check_length(name, value, model, already_fed=0):
+    """Every fed token takes one of the model's config.max_len positions."""
+    checks.check_positive_int(name, value)
+    limit = model.config.max_len - already_fed
+    if value > limit:
+        raise ValueError(
+            f"{name}: the model has {model.config.max_len} positions, "
+            f"so at most {limit}, got {value}"
+        )
+
+
+def _check_number(name, value, is_valid, expected, kind=numbers.Real):
+    if isinstance(value, bool) or not isinstance(value, kind) or not is_valid(value):
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")

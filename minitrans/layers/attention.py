@@ -1,0 +1,97 @@
+"""Scaled dot-product attention (paper §3.2.1)."""
+
+import math
+
+from minitrans.core import backend, checks
+from minitrans.layers.module import Module
+from minitrans.ops.softmax import softmax_backward, softmax_in_place
+
+
+class ScaledDotProductAttention(Module):
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V.
+
+    Every query is compared with every key by a dot product; the scores,
+    divided by sqrt(d_k) so that their variance does not grow with d_k, become
+    weights by a softmax over the keys, and the output is the weighted sum of
+    the values. The mask M is 0 where a query may attend and -inf where it may
+    not (a later position in the decoder, a padding key): those weights are
+    exactly 0. A query whose every key is masked gets a zero output and zero
+    gradients.
+
+    Backward, with S the scaled scores and P = softmax(S):
+        dV = P^T dout
+        dP = dout V^T
+        dS = P * (dP - rowsum(dP * P))
+        dQ = dS K / sqrt(d_k),   dK = dS^T Q / sqrt(d_k)
+
+    Inputs:
+        Q: (..., T_q, d_k)
+        K: (..., T_k, d_k)
+        V: (..., T_k, d_v)
+        mask: optional boolean array, True = may attend, broadcastable to
+              (..., T_q, T_k)
+    Returns:
+        out: (..., T_q, d_v)
+    ``backward(dout)`` returns (dQ, dK, dV). The weights P of the last forward
+    are kept in ``attention_weights`` for plotting.
+    """
+
+    def forward(self, Q, K, V, mask=None, check=True):
+        """``check=False`` skips the input checks, for a caller that has
+        checked what Q, K, V and the mask were made from."""
+        if check:
+            self._check_inputs(Q, K, V)
+        scale = 1.0 / math.sqrt(Q.shape[-1])  # a Python float keeps float32
+        scores = Q @ K.swapaxes(-1, -2)  # (..., T_q, T_k)
+        scores *= scale
+        if check and mask is not None:
+            checks.check_mask("mask", mask, scores.shape)
+        # softmax(scores), or masked_softmax(scores, mask), computed in the
+        # scores' own array: the fast version, see minitrans.ops.softmax
+        P = softmax_in_place(scores, mask)
+        self.cache = (Q, K, V, P, scale)
+        return P @ V
+
+    def backward(self, dout, out=(None, None, None)):
+        """(dQ, dK, dV). ``out``: arrays to write them into instead of new
+        ones (None for a new one), such as views into one larger array."""
+        Q, K, V, P, scale = self.saved()
+        checks.check_same_shape("dout", dout, (*P.shape[:-1], V.shape[-1]))
+        xp = backend.get_xp()
+        dQ_out, dK_out, dV_out = out
+        dV = xp.matmul(P.swapaxes(-1, -2), dout, out=dV_out)  # P^T dout
+        dP = dout @ V.swapaxes(-1, -2)
+        dS = softmax_backward(P, dP, out=dP)  # masked entries have P = 0, so dS = 0
+        dS *= scale  # once here, rather than on dQ and dK
+        dQ = xp.matmul(dS, K, out=dQ_out)  # dS K
+        dK = xp.matmul(dS.swapaxes(-1, -2), Q, out=dK_out)  # dS^T Q
+        return dQ, dK, dV
+
+    @property
+    def attention_weights(self):
+        """P = softmax(Q K^T / sqrt(d_k) + M) of the last forward."""
+        if self.cache is None:
+            raise RuntimeError("attention_weights: run forward() first")
+        return self.cache[3]
+
+    @staticmethod
+    def _check_inputs(Q, K, V):
+        checks.check_array("Q", Q, min_ndim=2, floating=True)
+        checks.check_array("K", K, ndim=Q.ndim, dtype=Q.dtype)
+        checks.check_array("V", V, ndim=Q.ndim, dtype=Q.dtype)
+        if K.shape[-1] != Q.shape[-1]:
+            raise ValueError(
+                f"K: expected last dimension d_k={Q.shape[-1]} (as Q), got shape {tuple(K.shape)}"
+            )
+        if V.shape[-2] != K.shape[-2]:
+            raise ValueError(
+                f"V: expected {K.shape[-2]} positions (as K), got shape {tuple(V.shape)}"
+            )
+        if Q.shape[:-2] != K.shape[:-2] or Q.shape[:-2] != V.shape[:-2]:
+            raise ValueError(
+                f"Q, K, V: expected the same leading (batch, head) axes, got shapes "
+                f"{tuple(Q.shape)}, {tuple(K.shape)}, {tuple(V.shape)}"
+            )
+        for name, value in (("Q", Q), ("K", K), ("V", V)):
+            checks.check_nonempty(name, value)
+            checks.check_finite(name, value)

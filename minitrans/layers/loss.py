@@ -1,0 +1,158 @@
+"""The output side: log-softmax and cross-entropy with label smoothing."""
+
+from minitrans.core import backend, checks
+from minitrans.layers.module import Module
+from minitrans.ops.softmax import log_softmax, log_softmax_backward
+from minitrans.ops.sums import mean_last, sum_last
+
+
+class LogSoftmax(Module):
+    """log p = z - logsumexp(z) over the vocabulary (last) axis.
+
+    Turns the final projection's logits into log-probabilities, used when
+    decoding. Computed with log-sum-exp, so logits of 1e4 stay finite.
+    Backward: dz = dlogp - softmax(z) * sum(dlogp).
+
+    Inputs:
+        logits: (..., V)
+    Returns:
+        log_probs: (..., V)
+    """
+
+    def forward(self, logits):
+        checks.check_array("logits", logits, min_ndim=1)
+        log_probs = log_softmax(logits)
+        self.cache = log_probs
+        return log_probs
+
+    def backward(self, dlog_probs):
+        log_probs = self.saved()
+        checks.check_same_shape("dlog_probs", dlog_probs, log_probs.shape)
+        return log_softmax_backward(log_probs, dlog_probs)
+
+
+class LabelSmoothedCrossEntropy(Module):
+    """Mean cross-entropy between smoothed targets and softmax(logits).
+
+    Label smoothing (paper §5.4, eps_ls = 0.1; Szegedy et al., 2016) trains
+    towards q = (1 - eps) * one_hot(target) + eps / V instead of the one-hot
+    target, so the model is rewarded for being a little unsure:
+
+        loss_t = -sum_v q_v log p_v = (1 - eps) * (-log p_target) + eps * mean_v(-log p_v)
+        loss   = sum over non-padding positions of loss_t / (their number)
+
+    This is the definition of PyTorch's ``CrossEntropyLoss(label_smoothing=eps,
+    ignore_index=pad_id)``. Positions whose target is ``pad_id`` are ignored;
+    when every target is padding the loss is 0 (there is nothing to learn).
+    Log-softmax and the loss are computed together from the logits, with
+    log-sum-exp, so their gradient is the short form:
+
+        dlogits_t = (softmax(logits_t) - q_t) / (number of non-padding positions)
+
+    Inputs:
+        logits:  (..., V) float
+        targets: (...) integer token ids in [0, V)
+    Returns:
+        loss: a 0-d array
+    ``backward(dloss=1.0)`` returns dlogits; targets get no gradient.
+    """
+
+    def __init__(self, label_smoothing=0.1, pad_id=None):
+        super().__init__()
+        checks.check_probability("label_smoothing", label_smoothing)
+        if pad_id is not None and (
+            isinstance(pad_id, bool) or not isinstance(pad_id, int) or pad_id < 0
+        ):
+            raise ValueError(f"pad_id: expected a non-negative integer or None, got {pad_id!r}")
+        self.eps = float(label_smoothing)
+        self.pad_id = pad_id
+        self._exps_buffer = None  # see _exps_array
+
+    def moved(self):
+        self._exps_buffer = None  # made again on the new device
+
+    def forward(self, logits, targets):
+        checks.check_array("logits", logits, min_ndim=1)
+        vocab_size = logits.shape[-1]
+        checks.check_token_ids("targets", targets, vocab_size)
+        checks.check_same_shape("targets", targets, logits.shape[:-1])
+        xp = backend.get_xp()
+
+        # log p = shifted - log(sum exp(shifted)), shifted = logits - max:
+        # the log-softmax, but only its two statistics are needed here (the
+        # target's log p and the mean log p), so the (..., V) array of log p
+        # is never formed. Backward needs softmax p = exp(shifted) / total:
+        # it keeps exp(shifted) and total, and divides as it goes.
+        shifted = xp.subtract(
+            logits, logits.max(axis=-1, keepdims=True), out=self._exps_array(logits)
+        )
+        target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
+        mean_shifted = mean_last(shifted)[..., 0]  # sums as matrix products: see minitrans.ops.sums
+        exps = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
+        total = sum_last(exps)
+        log_total = xp.log(total[..., 0])
+        target_log_prob, mean_log_prob = target_shifted - log_total, mean_shifted - log_total
+        per_token = -(1.0 - self.eps) * target_log_prob - self.eps * mean_log_prob
+        weights = self._weights(targets, logits.dtype)  # 1/count at real tokens, 0 at padding
+        self.cache = (exps, total, targets, weights)
+        return xp.asarray((per_token * weights).sum())
+
+    def backward(self, dloss=1.0):
+        """dlogits = (p - q) * weight, with q = (1 - eps) one_hot + eps / V.
+
+        Written without forming q or p: with p = exp(shifted) / total,
+        dlogits = exp(shifted) * (weight / total) - weight * eps / V, less
+        weight * (1 - eps) at each row's target: two passes over the
+        (..., V) array (``smoothed_targets`` is q itself, for reading and
+        for the test that both agree)."""
+        exps, total, targets, weights = self.saved()
+        if hasattr(dloss, "shape"):
+            checks.check_same_shape("dloss", dloss, ())  # the loss is a scalar
+            dloss = dloss.astype(exps.dtype)  # a float64 0-d array would upcast
+        xp = backend.get_xp()
+        vocab_size = exps.shape[-1]
+        row_weights = weights[..., None] * dloss  # (..., 1)
+        dlogits = exps * (row_weights / total)  # p * weight
+        dlogits -= row_weights * (self.eps / vocab_size)
+        rows = dlogits.reshape(-1, vocab_size)  # a view: writes reach dlogits
+        rows[xp.arange(rows.shape[0]), targets.reshape(-1)] -= row_weights.reshape(-1) * (
+            1.0 - self.eps
+        )
+        return dlogits
+
+    def _exps_array(self, logits):
+        """An array the shape of the logits, (..., V), for exp(shifted): the
+        same one from step to step. A fresh one would be fresh memory every
+        step, which the system hands out page by page on first touch: on the
+        base config's (2048, 8000) logits, 65 MB and about 10 ms a step
+        (benchmarks/README.md). Only this layer's cache holds it."""
+        buffer = self._exps_buffer
+        if (buffer is None or buffer.shape != logits.shape or buffer.dtype != logits.dtype
+                or type(buffer) is not type(logits)):
+            buffer = self._exps_buffer = backend.get_xp().empty_like(logits)
+        return buffer
+
+    def num_targets(self, targets):
+        """How many targets count in the mean: those that are not ``pad_id``
+        (a Python int). ``DataParallel`` weighs each shard's loss by it."""
+        if self.pad_id is None:
+            return int(targets.size)
+        return int((targets != self.pad_id).sum())
+
+    def _weights(self, targets, dtype):
+        """1 / (number of non-padding targets) at each real target, 0 at padding."""
+        xp = backend.get_xp()
+        if self.pad_id is None:
+            real = xp.ones(targets.shape, dtype=dtype)
+        else:
+            real = (targets != self.pad_id).astype(dtype)
+        count = real.sum()
+        return real / xp.maximum(count, 1.0)
+
+
+def smoothed_targets(targets, vocab_size, eps):
+    """q = (1 - eps) * one_hot(targets) + eps / V, shape (..., V): the target
+    distribution of label smoothing, spelled out."""
+    xp = backend.get_xp()
+    one_hot = (targets[..., None] == xp.arange(vocab_size)).astype(backend.get_dtype())
+    return one_hot * (1.0 - eps) + eps / vocab_size

@@ -1,0 +1,88 @@
+"""The residual sub-layer connection "Add & Norm" (paper §3.1, §5.4)."""
+
+from minitrans.core import backend, checks
+from minitrans.layers.dropout import Dropout
+from minitrans.layers.layernorm import LayerNorm
+from minitrans.layers.module import Module
+
+
+class SublayerConnection(Module):
+    """Wraps a sub-layer F (attention or feed-forward) in a residual and a norm.
+
+    Post-norm, as in the paper:  y = LayerNorm(x + Dropout(F(x)))
+    Pre-norm (``pre_norm=True``): y = x + Dropout(F(LayerNorm(x)))
+
+    The residual path adds the identity to the Jacobian: dL/dx = dL/dy (I +
+    dF/dx), so a gradient always reaches x even when F's is small. Pre-norm
+    keeps that identity path free of the norm, which makes deep stacks easier
+    to train (Xiong et al., 2020); post-norm is the paper's.
+
+    ``forward(x, *others, **options)`` calls ``sublayer.forward(x, *others,
+    **options)``: for cross-attention ``others`` is the encoder output and
+    ``options`` the mask. ``backward`` returns dx, or (dx, d_others...) when
+    other arrays were passed, taking their gradients from the sub-layer.
+
+    Inputs:
+        x: (B, T, d_model), others: as the sub-layer needs
+    Returns:
+        y: (B, T, d_model)
+    """
+
+    def __init__(self, sublayer, d_model, dropout=0.1, pre_norm=False, eps=1e-5, rng=None):
+        super().__init__()
+        if not isinstance(sublayer, Module):
+            raise TypeError(f"sublayer: expected a minitrans Module, got {type(sublayer).__name__}")
+        self.sublayer = sublayer
+        self.norm = LayerNorm(d_model, eps=eps)
+        self.dropout = Dropout(dropout, rng=backend.host_rng(rng))
+        self.pre_norm = bool(pre_norm)
+
+    def forward(self, x, *others, **options):
+        checks.check_array("x", x, min_ndim=1)
+        self.cache = len(others)
+        if self.pre_norm:
+            out = self.dropout.forward(
+                self.sublayer.forward(self.norm.forward(x), *others, **options)
+            )
+            return _add_into(out, x)
+        total = _add_into(self.dropout.forward(self.sublayer.forward(x, *others, **options)), x)
+        return self.norm.forward(total)
+
+    def infer(self, x, sublayer_fn):
+        """The same connection around ``sublayer_fn`` (a function of the
+        sub-layer's input), without dropout and without keeping anything for
+        backward: used by incremental decoding."""
+        if self.pre_norm:
+            return x + sublayer_fn(self.norm.forward(x))
+        return self.norm.forward(x + sublayer_fn(x))
+
+    def backward(self, dy):
+        num_others = self.saved()
+        # the residual's two paths add up
+        if self.pre_norm:
+            dsub = self.sublayer.backward(self.dropout.backward(dy))
+            dsub_x, dothers = _split_first(dsub, num_others)
+            dx = _add_into(self.norm.backward(dsub_x), dy)
+        else:
+            dsum = self.norm.backward(dy)  # gradient of x + Dropout(F(x))
+            dsub = self.sublayer.backward(self.dropout.backward(dsum))
+            dsub_x, dothers = _split_first(dsub, num_others)
+            dx = _add_into(dsub_x, dsum)
+        return (dx, *dothers) if num_others else dx
+
+
+def _add_into(result, other):
+    """result + other, written into ``result``: a layer's fresh output, which
+    nothing else holds, so the sum needs no new array. (Unless ``result`` is
+    ``other`` itself or a view of it, as an identity sub-layer would return.)"""
+    if backend.get_xp().may_share_memory(result, other):
+        return result + other
+    result += other
+    return result
+
+
+def _split_first(gradients, num_others):
+    """(dx, [d_others]) from what the sub-layer's backward returned."""
+    if num_others == 0:
+        return gradients, []
+    return gradients[0], list(gradients[1:])

@@ -1,0 +1,100 @@
+"""Model sizes and options, with the paper's configurations by name."""
+
+import dataclasses
+import numbers
+
+# Table 3 of the paper (with its shared embedding and pre-softmax matrix,
+# §3.4), and small sizes for the toy tasks.
+PRESETS = {
+    "base": dict(d_model=512, h=8, N=6, d_ff=2048, dropout=0.1, tie_embeddings=True),
+    "big": dict(d_model=1024, h=16, N=6, d_ff=4096, dropout=0.3, tie_embeddings=True),
+    "small": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.1),
+    "toy": dict(d_model=64, h=4, N=2, d_ff=256, dropout=0.1),
+    "tiny": dict(d_model=8, h=2, N=1, d_ff=16, dropout=0.0),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Everything needed to build a model, and nothing about training.
+
+    vocab_size:      target vocabulary (and source, unless src_vocab_size)
+    src_vocab_size:  source vocabulary of an encoder-decoder, if different
+    d_model, h, N, d_ff, dropout: the paper's names (Table 3)
+    max_len:         longest sequence the positional encoding covers
+    pre_norm:        LayerNorm before each sub-layer instead of after
+    tie_embeddings:  one matrix for source and target embeddings and the
+                     pre-softmax projection (paper §3.4); needs one vocabulary
+    decoder_only:    a GPT-style language model: no encoder, no cross-attention
+    pad_id:          the token id of <pad>, masked out everywhere
+    """
+
+    vocab_size: int
+    src_vocab_size: int = None
+    d_model: int = 512
+    h: int = 8
+    N: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    max_len: int = 512
+    pre_norm: bool = False
+    tie_embeddings: bool = False
+    decoder_only: bool = False
+    pad_id: int = 0
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "h", "N", "d_ff", "max_len"):
+            _check_positive_int(name, getattr(self, name))
+        if self.src_vocab_size is not None:
+            _check_positive_int("src_vocab_size", self.src_vocab_size)
+        if self.d_model % self.h:
+            raise ValueError(
+                f"h: d_model={self.d_model} must be divisible by the number of heads, "
+                f"got h={self.h}"
+            )
+        if (
+            isinstance(self.dropout, bool)
+            or not isinstance(self.dropout, numbers.Real)
+            or not 0 <= self.dropout < 1
+        ):
+            raise ValueError(f"dropout: expected a number in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(
+            self.vocab_size, self.source_vocab_size
+        ):
+            raise ValueError(f"pad_id: expected an id inside the vocabulary, got {self.pad_id!r}")
+        if (
+            self.tie_embeddings
+            and self.source_vocab_size != self.vocab_size
+            and not self.decoder_only
+        ):
+            raise ValueError(
+                "tie_embeddings: source and target must share one vocabulary, got sizes "
+                f"{self.source_vocab_size} and {self.vocab_size}"
+            )
+
+    @property
+    def source_vocab_size(self):
+        return self.vocab_size if self.src_vocab_size is None else self.src_vocab_size
+
+    @classmethod
+    def preset(cls, name, **overrides):
+        """A paper (``base``, ``big``) or toy (``small``, ``toy``, ``tiny``) size."""
+        if name not in PRESETS:
+            raise ValueError(f"preset: expected one of {sorted(PRESETS)}, got {name!r}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"config: unknown fields {unknown}")
+        return cls(**values)
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name}: expected a positive integer, got {value!r}")

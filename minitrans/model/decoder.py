@@ -1,0 +1,133 @@
+"""The decoder: a stack of N identical layers (paper §3.1, Figure 1 right)."""
+
+from minitrans.core import backend, checks
+from minitrans.layers.feedforward import FeedForward
+from minitrans.layers.layernorm import LayerNorm
+from minitrans.layers.module import Module
+from minitrans.layers.multihead import MultiHeadAttention
+from minitrans.layers.sublayer import SublayerConnection
+
+
+class DecoderLayer(Module):
+    """Masked self-attention, cross-attention, feed-forward, each in Add & Norm.
+
+        a = AddNorm(x, SelfAttention(x, self_mask))        causal: no peeking
+        c = AddNorm(a, CrossAttention(a, memory, memory_mask))
+        y = AddNorm(c, FFN(c))
+
+    Cross-attention takes its queries from the decoder and its keys and values
+    from the encoder output ``memory``, so ``backward`` returns (dx, dmemory).
+    A decoder-only model (``cross_attention=False``) drops the middle block.
+
+    Inputs:
+        x:           (B, T_tgt, d_model)
+        memory:      (B, T_src, d_model), absent without cross-attention
+        self_mask:   broadcastable to (B, T_tgt, T_tgt), causal and padding
+        memory_mask: broadcastable to (B, T_tgt, T_src), padding of the source
+    Returns:
+        y: (B, T_tgt, d_model)
+    """
+
+    def __init__(
+        self, d_model, h, d_ff, dropout=0.1, pre_norm=False, cross_attention=True, rng=None
+    ):
+        super().__init__()
+        rng = backend.host_rng(rng)
+
+        def block(sublayer):
+            return SublayerConnection(sublayer, d_model, dropout, pre_norm, rng=rng)
+
+        self.self_attn = block(MultiHeadAttention(d_model, h, rng=rng))
+        self.cross_attn = (
+            block(MultiHeadAttention(d_model, h, rng=rng)) if cross_attention else None
+        )
+        self.feed_forward = block(FeedForward(d_model, d_ff, rng=rng))
+
+    def forward(self, x, memory=None, self_mask=None, memory_mask=None):
+        if (memory is None) != (self.cross_attn is None):
+            raise ValueError(
+                "memory: expected the encoder output for a layer with cross-attention "
+                "and None for a decoder-only layer"
+            )
+        x = self.self_attn.forward(x, mask=self_mask)
+        if self.cross_attn is not None:
+            x = self.cross_attn.forward(x, memory, mask=memory_mask)
+        return self.feed_forward.forward(x)
+
+    def step(self, x, cache, memory_kv=None, memory_mask=None):
+        """Decode new positions ``x`` (B, t, d_model) given the earlier ones in
+        ``cache`` (a KVCache this call extends) and the precomputed cross-
+        attention keys and values ``memory_kv``. Inference only."""
+
+        def self_attention(z):
+            cache.append(*self.self_attn.sublayer.keys_values(z))
+            length_new = z.shape[1]
+            # new position i sees every cached position and the new ones up to i
+            mask = backend.get_xp().tril(
+                backend.get_xp().ones((length_new, cache.length), dtype=bool),
+                k=cache.length - length_new,
+            )
+            return self.self_attn.sublayer.attend(z, cache.keys, cache.values, mask=mask)
+
+        x = self.self_attn.infer(x, self_attention)
+        if self.cross_attn is not None:
+            x = self.cross_attn.infer(
+                x, lambda z: self.cross_attn.sublayer.attend(z, *memory_kv, mask=memory_mask)
+            )
+        return self.feed_forward.infer(x, self.feed_forward.sublayer.forward)
+
+    def backward(self, dy):
+        dx = self.feed_forward.backward(dy)
+        if self.cross_attn is None:
+            return self.self_attn.backward(dx)
+        dx, dmemory = self.cross_attn.backward(dx)
+        return self.self_attn.backward(dx), dmemory
+
+
+class Decoder(Module):
+    """N decoder layers (and a final LayerNorm with pre-norm).
+
+    Every layer's cross-attention reads the same ``memory``, so the gradient
+    of ``memory`` is the sum of what each layer sends back.
+
+    Inputs and returns as ``DecoderLayer``; ``backward`` returns (dx, dmemory),
+    or dx alone for a decoder-only stack.
+    """
+
+    def __init__(
+        self, N, d_model, h, d_ff, dropout=0.1, pre_norm=False, cross_attention=True, rng=None
+    ):
+        super().__init__()
+        checks.check_positive_int("N", N)
+        rng = backend.host_rng(rng)
+        self.layers = [
+            DecoderLayer(d_model, h, d_ff, dropout, pre_norm, cross_attention, rng=rng)
+            for _ in range(N)
+        ]
+        self.final_norm = LayerNorm(d_model) if pre_norm else None
+        self.cross_attention = cross_attention
+
+    def forward(self, x, memory=None, self_mask=None, memory_mask=None):
+        for layer in self.layers:
+            x = layer.forward(x, memory, self_mask=self_mask, memory_mask=memory_mask)
+        return x if self.final_norm is None else self.final_norm.forward(x)
+
+    def step(self, x, caches, memory_kvs=None, memory_mask=None):
+        """Incremental forward of new positions; see ``DecoderLayer.step``."""
+        memory_kvs = memory_kvs or [None] * len(self.layers)
+        for layer, cache, memory_kv in zip(self.layers, caches, memory_kvs):
+            x = layer.step(x, cache, memory_kv, memory_mask)
+        return x if self.final_norm is None else self.final_norm.forward(x)
+
+    def backward(self, dy):
+        if self.final_norm is not None:
+            dy = self.final_norm.backward(dy)
+        if not self.cross_attention:
+            for layer in reversed(self.layers):
+                dy = layer.backward(dy)
+            return dy
+        dmemory = 0.0
+        for layer in reversed(self.layers):
+            dy, dmemory_layer = layer.backward(dy)
+            dmemory = dmemory + dmemory_layer  # memory feeds every layer
+        return dy, dmemory

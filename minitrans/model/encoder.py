@@ -1,0 +1,73 @@
+"""The encoder: a stack of N identical layers (paper §3.1, Figure 1 left)."""
+
+from minitrans.core import backend, checks
+from minitrans.layers.feedforward import FeedForward
+from minitrans.layers.layernorm import LayerNorm
+from minitrans.layers.module import Module
+from minitrans.layers.multihead import MultiHeadAttention
+from minitrans.layers.sublayer import SublayerConnection
+
+
+class EncoderLayer(Module):
+    """Self-attention, then the feed-forward network, each in Add & Norm.
+
+        z = AddNorm(x, SelfAttention(x, mask))
+        y = AddNorm(z, FFN(z))
+
+    The encoder sees the whole source sentence at once: its mask hides only
+    padding keys, never later positions.
+
+    Inputs:
+        x:    (B, T_src, d_model)
+        mask: boolean, True = may attend, broadcastable to (B, T_src, T_src),
+              usually ``padding_mask(src_ids, pad_id)`` of shape (B, 1, T_src)
+    Returns:
+        y: (B, T_src, d_model)
+    """
+
+    def __init__(self, d_model, h, d_ff, dropout=0.1, pre_norm=False, rng=None):
+        super().__init__()
+        rng = backend.host_rng(rng)
+        self.self_attn = SublayerConnection(
+            MultiHeadAttention(d_model, h, rng=rng), d_model, dropout, pre_norm, rng=rng
+        )
+        self.feed_forward = SublayerConnection(
+            FeedForward(d_model, d_ff, rng=rng), d_model, dropout, pre_norm, rng=rng
+        )
+
+    def forward(self, x, mask=None):
+        return self.feed_forward.forward(self.self_attn.forward(x, mask=mask))
+
+    def backward(self, dy):
+        return self.self_attn.backward(self.feed_forward.backward(dy))
+
+
+class Encoder(Module):
+    """N encoder layers; with pre-norm, a final LayerNorm (the residual
+    stream of a pre-norm stack is never normalised otherwise).
+
+    Inputs:
+        x:    (B, T_src, d_model) embedded source
+        mask: as for ``EncoderLayer``
+    Returns:
+        memory: (B, T_src, d_model), what the decoder's cross-attention reads
+    """
+
+    def __init__(self, N, d_model, h, d_ff, dropout=0.1, pre_norm=False, rng=None):
+        super().__init__()
+        checks.check_positive_int("N", N)
+        rng = backend.host_rng(rng)
+        self.layers = [EncoderLayer(d_model, h, d_ff, dropout, pre_norm, rng=rng) for _ in range(N)]
+        self.final_norm = LayerNorm(d_model) if pre_norm else None
+
+    def forward(self, x, mask=None):
+        for layer in self.layers:
+            x = layer.forward(x, mask=mask)
+        return x if self.final_norm is None else self.final_norm.forward(x)
+
+    def backward(self, dmemory):
+        if self.final_norm is not None:
+            dmemory = self.final_norm.backward(dmemory)
+        for layer in reversed(self.layers):
+            dmemory = layer.backward(dmemory)
+        return dmemory

@@ -1,0 +1,73 @@
+"""The key/value cache of incremental decoding."""
+
+from minitrans.core import backend
+
+
+class KVCache:
+    """Keys and values of every position decoded so far, for one attention layer.
+
+    Generating token t needs attention over positions 0..t. Without a cache
+    the decoder recomputes the keys and values of the whole prefix at every
+    step: O(t) work per layer per step for projections that have not changed.
+    With it, each step projects only the new position and appends it here.
+
+    The buffers are allocated once at their full length, so appending is a
+    copy into place, not a reallocation.
+
+    Shapes: K, V buffers (B, h, max_len, d_k); ``keys``/``values`` the filled
+    part, (B, h, length, d_k).
+    """
+
+    def __init__(self, batch, h, d_k, max_len, dtype):
+        xp = backend.get_xp()
+        self.K = xp.zeros((batch, h, max_len, d_k), dtype=dtype)
+        self.V = xp.zeros((batch, h, max_len, d_k), dtype=dtype)
+        self.length = 0
+
+    def append(self, K_new, V_new):
+        start, stop = self.length, self.length + K_new.shape[2]
+        if stop > self.K.shape[2]:
+            raise ValueError(f"KVCache: cannot hold {stop} positions, max_len is {self.K.shape[2]}")
+        self.K[:, :, start:stop] = K_new
+        self.V[:, :, start:stop] = V_new
+        self.length = stop
+
+    @property
+    def keys(self):
+        return self.K[:, :, : self.length]
+
+    @property
+    def values(self):
+        return self.V[:, :, : self.length]
+
+    def reorder(self, index):
+        """Keep the rows ``index`` (B_new,) of the batch: beam search reorders
+        its hypotheses after every step."""
+        self.K = self.K[index]
+        self.V = self.V[index]
+
+
+class DecodingState:
+    """Everything incremental decoding carries from one step to the next.
+
+    caches:      one KVCache per decoder layer (self-attention)
+    memory_kvs:  per decoder layer, the cross-attention (K, V) of the encoder
+                 output, computed once; None for a decoder-only model
+    memory_mask: (B, 1, T_src) padding mask of the source, or None
+    position:    how many target positions have been decoded
+    """
+
+    def __init__(self, caches, memory_kvs=None, memory_mask=None):
+        self.caches = caches
+        self.memory_kvs = memory_kvs
+        self.memory_mask = memory_mask
+        self.position = 0
+
+    def reorder(self, index):
+        """Keep (and repeat) batch rows ``index``, for beam search."""
+        for cache in self.caches:
+            cache.reorder(index)
+        if self.memory_kvs is not None:
+            self.memory_kvs = [(K[index], V[index]) for K, V in self.memory_kvs]
+        if self.memory_mask is not None:
+            self.memory_mask = self.memory_mask[index]

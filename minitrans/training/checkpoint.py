@@ -1,0 +1,163 @@
+"""Checkpoints: one ``.npz`` file, written atomically, read without pickle.
+
+A checkpoint holds every parameter, the optimiser's state, the step, the
+random-number state and the configs, so that training can resume exactly.
+Arrays are stored under their qualified names ("param/encoder.layers.0...");
+configs and other small records as JSON strings. ``np.load`` runs with
+``allow_pickle=False``: opening a checkpoint never executes code from it.
+
+Writing goes to a temporary file in the same folder, which is flushed to
+disk and then renamed over the old checkpoint. A rename within one file
+system is atomic, so a crash while saving leaves either the old checkpoint
+or the new one, never half of one.
+"""
+
+import contextlib
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+
+from minitrans.core import backend
+
+FORMAT = "minitrans-checkpoint-1"
+# A save writes TEMP_PREFIX...TEMP_SUFFIX beside the checkpoint, then renames it.
+TEMP_PREFIX, TEMP_SUFFIX = ".tmp-", ".npz"
+
+
+class CheckpointError(ValueError):
+    """A file that is not a usable minitrans checkpoint."""
+
+
+def save_checkpoint(path, arrays, records):
+    """Write ``arrays`` (name -> array, any backend) and ``records`` (name ->
+    JSON-serialisable value) to ``path`` atomically."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    content = {name: backend.to_numpy(value) for name, value in arrays.items()}
+    content.update({f"json/{name}": np.array(json.dumps(value)) for name, value in records.items()})
+    content["format"] = np.array(FORMAT)
+    handle = tempfile.NamedTemporaryFile(
+        dir=folder, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, delete=False
+    )
+    try:
+        with handle:
+            np.savez(handle, **content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        if os.path.exists(handle.name):
+            os.remove(handle.name)
+        raise
+
+
+def remove_unfinished(path):
+    """Delete the temporary files that saves of ``path`` killed before their
+    rename left in its folder (never the checkpoint itself); returns their
+    names. Call it only where no other process is saving into that folder."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        return []
+    removed = sorted(name for name in os.listdir(folder)
+                     if name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX))
+    for name in removed:
+        os.remove(os.path.join(folder, name))
+    return removed
+
+
+def load_checkpoint(path):
+    """Read a checkpoint: (arrays as host NumPy arrays, records).
+
+    Raises CheckpointError, naming the file, when it is missing, truncated,
+    not an ``.npz`` file, or not written by minitrans.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path}: is a directory, expected a checkpoint file")
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: checkpoint not found")
+    if not zipfile.is_zipfile(path):  # np.load would also read a .npy or a pickle
+        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not an .npz file)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            content = {name: data[name] for name in data.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint (truncated or not an .npz file: {error})"
+        ) from None
+    if "format" not in content or str(content.pop("format")) != FORMAT:
+        raise CheckpointError(f"{path}: not a minitrans checkpoint (no '{FORMAT}' marker)")
+    records, arrays = {}, {}
+    for name, value in content.items():
+        if name.startswith("json/"):
+            try:
+                records[name[5:]] = json.loads(str(value))
+            except ValueError as error:
+                raise CheckpointError(
+                    f"{path}: record {name[5:]!r} is not valid JSON ({error})"
+                ) from None
+        else:
+            arrays[name] = value
+    return arrays, records
+
+
+def require(path, mapping, names, what):
+    """Fail clearly when a checkpoint lacks some of the entries it needs."""
+    missing = sorted(set(names) - set(mapping))
+    if missing:
+        shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+        raise CheckpointError(f"{path}: checkpoint is missing {what}: {shown}")
+
+
+@contextlib.contextmanager
+def reading(path):
+    """Report a record that is there but malformed (a missing field, a wrong
+    type, a value out of range) as a CheckpointError naming the file."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except KeyError as error:
+        raise CheckpointError(
+            f"{path}: malformed checkpoint, a record lacks the field {error}"
+        ) from None
+    except (TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(f"{path}: malformed checkpoint ({error})") from None
+
+
+def check_arrays(path, arrays, prefix, model, what):
+    """Every parameter of ``model`` has an array ``prefix + name`` in
+    ``arrays``, of the parameter's shape, floating-point and finite.
+
+    A checkpoint of another configuration is refused, naming the first
+    mismatch; so is one with NaN or infinite weights, which would only make
+    NaN outputs.
+    """
+    names = [name for name, _, _ in model.named_parameters()]
+    require(path, arrays, [prefix + name for name in names], what)
+    for name, value, _ in model.named_parameters():
+        stored = arrays[prefix + name]
+        if stored.shape != value.shape:
+            raise CheckpointError(
+                f"{path}: checkpoint of another model configuration: {prefix}{name} has shape "
+                f"{stored.shape}, the model expects {tuple(value.shape)}"
+            )
+        if stored.dtype.kind != "f" or not np.isfinite(stored).all():
+            problem = (
+                f"dtype {stored.dtype}" if stored.dtype.kind != "f" else "NaN or infinite values"
+            )
+            raise CheckpointError(
+                f"{path}: {prefix}{name} holds {problem}, expected finite floating-point numbers"
+            )
+
+
+def load_parameters(model, arrays, path):
+    """Copy ``param/<name>`` arrays into the model's parameters, in place,
+    after ``check_arrays``."""
+    check_arrays(path, arrays, "param/", model, "parameters")
+    for name, value, _ in model.named_parameters():
+        value[...] = backend.to_device(arrays[f"param/{name}"], dtype=value.dtype)

@@ -1,0 +1,141 @@
+"""Held-out metrics: loss, token accuracy, exact match and BLEU."""
+
+import contextlib
+
+from minitrans import decoding
+from minitrans.core import backend
+from minitrans.data import BOS_ID, EOS_ID, pad
+from minitrans.layers.loss import LabelSmoothedCrossEntropy
+
+
+def teacher_forced_metrics(model, task, pairs, batch_size=256):
+    """Mean loss (no label smoothing) and token accuracy of argmax predictions,
+    over the target tokens of ``pairs``, with the true prefix fed in (teacher
+    forcing), as in training. For a decoder-only task only the answer counts:
+    the prompt's tokens are random and cannot be predicted."""
+    loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=model.config.pad_id)
+    total_loss = correct = count = 0.0
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start:start + batch_size]
+        batch = task.make_batch(chunk)
+        with evaluating(model):
+            logits = model.forward(*model_inputs(batch))
+        targets = _answer_targets(task, chunk, batch.tgt_out, model.config.pad_id)
+        real = targets != model.config.pad_id
+        tokens = float(real.sum())
+        total_loss += float(loss_fn.forward(logits, targets)) * tokens
+        correct += float(((logits.argmax(axis=-1) == targets) & real).sum())
+        count += tokens
+    return {"loss": total_loss / max(count, 1.0), "token_accuracy": correct / max(count, 1.0)}
+
+
+def predict(model, task, sources, max_len=None, batch_size=250, beam_size=1):
+    """Translations (lists of ids, without <bos>/<eos>) of source texts, by
+    greedy decoding or, with ``beam_size`` > 1, beam search.
+
+    For a decoder-only task the source is the prompt and the prediction is
+    its continuation.
+    """
+    encoded = [task.vocab.encode(task.tokenizer.split(text)) for text in sources]
+    predictions = [None] * len(encoded)
+    # same-length groups: a decoder-only prompt must not contain padding
+    by_length = {}
+    for index, ids in enumerate(encoded):
+        key = len(ids) if task.kind == "lm" else 0
+        by_length.setdefault(key, []).append(index)
+    for indices in by_length.values():
+        for start in range(0, len(indices), batch_size):
+            chunk = indices[start:start + batch_size]
+            with evaluating(model):
+                rows = _decode_chunk(model, task, [encoded[i] for i in chunk], max_len, beam_size)
+            for index, row in zip(chunk, rows):
+                predictions[index] = row
+    return predictions
+
+
+def _decode_chunk(model, task, encoded, max_len, beam_size=1):
+    longest = max(len(ids) for ids in encoded)
+    room = model.config.max_len - (longest + 1 if task.kind == "lm" else 1)  # positions left
+    limit = min(max_len or 2 * longest + 10, room)  # a translation is rarely 2x longer
+    if task.kind == "lm":
+        prompt = backend.to_device(
+            pad([[BOS_ID] + ids for ids in encoded])
+        )  # equal lengths: no padding
+        generated = decoding.generate(model, prompt, max_new_tokens=limit)
+    else:
+        src = backend.to_device(pad(encoded))
+        if beam_size > 1:
+            generated = decoding.beam_search(model, src, beam_size=beam_size, max_len=limit)
+        else:
+            generated = decoding.greedy(model, src, max_len=limit)
+    return [_until_eos(row) for row in backend.to_numpy(generated).tolist()]
+
+
+def _answer_targets(task, pairs, tgt_out, pad_id):
+    """tgt_out with the positions that predict prompt tokens set to <pad>
+    (decoder-only tasks); unchanged for encoder-decoder tasks."""
+    if task.kind != "lm":
+        return tgt_out
+    host = backend.to_numpy(tgt_out).copy()
+    for row, (prompt, _) in enumerate(pairs):
+        host[row, :len(task.tokenizer.split(prompt))] = pad_id  # tgt_out[t] predicts token t+1
+    return backend.to_device(host)
+
+
+def exact_match(model, task, pairs, max_len=None, beam_size=1):
+    """The fraction of pairs whose output (greedy, or beam search with
+    ``beam_size`` > 1) equals the target exactly, and the predicted texts."""
+    if max_len is None:  # one token more than the longest target: room for <eos>
+        max_len = 1 + max(len(task.tokenizer.split(tgt)) for _, tgt in pairs)
+    predictions = predict(model, task, [src for src, _ in pairs], max_len, beam_size=beam_size)
+    texts = [task.tokenizer.join(task.vocab.decode(ids)) for ids in predictions]
+    targets = [task.tokenizer.join(task.tokenizer.split(tgt)) for _, tgt in pairs]
+    hits = sum(text == target for text, target in zip(texts, targets))
+    return hits / max(len(pairs), 1), texts
+
+
+def attention_for(model, task, text, layer=-1):
+    """Translate ``text`` greedily and return what a heat map needs:
+    (source tokens, output tokens with <eos>, cross-attention weights of
+    decoder layer ``layer`` as a host array (h, T_out, T_src))."""
+    source_tokens = task.tokenizer.split(text)
+    src = backend.to_device(pad([task.vocab.encode(source_tokens)]))  # a batch of one: (1, T_src)
+    max_len = min(2 * len(source_tokens) + 10, model.config.max_len - 1)
+    with evaluating(model):
+        tokens, maps = decoding.decode_with_attention(model, src, max_len)
+    index = range(model.config.N)[layer]
+    weights = backend.to_numpy(maps[f"decoder.layers.{index}.cross_attn.sublayer.attention"])[0]
+    row = backend.to_numpy(tokens)[0].tolist()
+    length = row.index(EOS_ID) + 1 if EOS_ID in row else len(row)  # keep <eos>, drop padding
+    output_tokens = [task.vocab.tokens[i] for i in row[:length]]
+    return source_tokens, output_tokens, weights[:, :length]
+
+
+def corpus_bleu(hypotheses, references):
+    """Corpus BLEU (0 to 100) computed by sacrebleu on detokenised text."""
+    try:
+        import sacrebleu
+    except ImportError:
+        raise RuntimeError('BLEU needs sacrebleu: pip install "minitrans[train]"') from None
+    return float(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+
+
+@contextlib.contextmanager
+def evaluating(model):
+    """Evaluation mode (no dropout) inside the block, the old mode after it."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def model_inputs(batch):
+    """What the model's forward takes from a batch: (src, tgt_in), or
+    (tgt_in,) for a decoder-only model."""
+    return (batch.tgt_in,) if batch.src is None else (batch.src, batch.tgt_in)
+
+
+def _until_eos(row):
+    return row[:row.index(EOS_ID)] if EOS_ID in row else row

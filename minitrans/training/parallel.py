@@ -1,0 +1,238 @@
+"""Data parallelism: one batch split across copies of the model, one per thread.
+
+The loss of a batch is a mean over its real (non-padding) target tokens. Cut
+the batch into shards along the batch axis, shard s holding n_s of the
+n = n_1 + ... + n_S tokens, and the mean is a weighted sum of the shards'
+own means:
+
+    loss = sum_s (n_s / n) * loss_s
+
+A gradient is linear, so the gradient of the batch is the same weighted sum
+of the shards' gradients. Each shard's forward and backward needs nothing
+from the others, so each can run on a core of its own, on a copy of the
+model (a *replica*) that shares the model's parameters but keeps its own
+caches and gradients. At the end, the replicas' gradients are added into the
+model's. This is how large models are trained on many GPUs (PyTorch's
+DistributedDataParallel); here the workers are threads on the CPU's cores.
+
+Why it is worth it on a CPU: NumPy runs each large matrix product on every
+core (OpenBLAS's threads), but everything else, softmax, layer norm,
+dropout, the loss, on one core. Worker threads keep all cores busy for
+all of it, since NumPy lets go of Python's global lock inside its array
+loops. Each worker gets its share of BLAS threads (one each on two cores),
+so that the products of two workers do not fight over the cores.
+
+Each replica's dropout draws its own masks (its layers get seeds of their
+own), and everything a shard computes depends only on its rows and the
+seeds, so a step gives the same numbers whichever thread runs first. With
+``workers=1`` it is the plain step: forward, loss, backward, nothing added.
+"""
+
+import contextlib
+import copy
+import os
+from concurrent.futures import ThreadPoolExecutor, wait
+
+from threadpoolctl import ThreadpoolController
+
+from minitrans.core import backend, checks
+from minitrans.layers.dropout import Dropout
+
+
+def default_workers():
+    """2 on the CPU backends, 1 on CuPy (a GPU is one device: threads
+    would only take turns queueing its work).
+
+    Not one per core: the shards, and so the dropout masks and the sums,
+    depend on the number of workers, and a run should give the same numbers
+    on every machine. Two is what the benchmarks measured (2 cores); on a
+    bigger machine each worker gets more BLAS threads."""
+    return 1 if backend.backend_name() == "cupy" else 2
+
+
+class DataParallel:
+    """Forward, loss and backward of a batch, split over ``workers`` threads.
+
+    ``model`` is any model of this library (``model.forward(*inputs)`` gives
+    logits; ``model.backward(dlogits)``), ``loss_fn`` a loss with
+    ``forward(logits, targets)``, ``backward(dloss)`` and
+    ``num_targets(targets)`` (``LabelSmoothedCrossEntropy``).
+
+    Usage, in place of forward / loss / backward:
+        parallel = DataParallel(model, loss_fn)
+        model.zero_grad()
+        loss = parallel.forward_backward((src, tgt_in), tgt_out)
+        optimizer.step()
+
+    ``blas_threads``: how many threads each worker's matrix products may
+    use (default: the cores shared out, at least 1). With one worker BLAS
+    keeps its own setting.
+
+    ``replicas`` holds the model and its copies (``replicas[0]`` is the
+    model itself): walk them all to set something on every dropout layer.
+    """
+
+    def __init__(self, model, loss_fn, workers=None, blas_threads=None):
+        workers = default_workers() if workers is None else workers
+        checks.check_positive_int("workers", workers)
+        blas_threads = max(1, usable_cores() // workers) if blas_threads is None else blas_threads
+        checks.check_positive_int("blas_threads", blas_threads)
+        if workers > 1 and backend.backend_name() == "cupy":
+            raise ValueError(
+                f"workers: expected 1 on the cupy backend (threads cannot share a GPU's work), "
+                f"got {workers}"
+            )
+        self.model, self.loss_fn, self.workers = model, loss_fn, workers
+        self.replicas = [model] + [replicate(model, index) for index in range(1, workers)]
+        self.loss_fns = [loss_fn] + [copy.deepcopy(loss_fn) for _ in range(1, workers)]
+        self._pool = (
+            ThreadPoolExecutor(workers - 1, thread_name_prefix="minitrans-worker")
+            if workers > 1
+            else None
+        )
+        self.blas_threads = blas_threads
+
+    def modules(self):
+        """Every module of every replica."""
+        return [module for replica in self.replicas for module in replica.modules()]
+
+    def forward_backward(self, inputs, targets):
+        """The loss of the batch (a 0-d array); ADDS its gradient into the
+        model's ``grads``, as ``model.backward`` does.
+
+        inputs:  a tuple of arrays, each (B, ...), passed to ``model.forward``
+        targets: (B, ...) token ids, passed to ``loss_fn.forward``
+        """
+        if self.workers == 1:
+            return self._shard(0, inputs, targets, dloss=1.0)
+        batch = targets.shape[0]
+        shards = [(s, [a[start:stop] for a in inputs], targets[start:stop])
+                  for s, (start, stop) in enumerate(shard_bounds(batch, self.workers))]
+        counts = [self.loss_fn.num_targets(shard_targets) for _, _, shard_targets in shards]
+        total = sum(counts)
+        # each shard's share of the batch's tokens weighs its loss and, as
+        # the dloss of its backward, its gradient (all zero: no real token)
+        shares = [count / total if total else 0.0 for count in counts]
+        for replica in self.replicas[1:]:
+            _share_parameters(self.model, replica)
+        with _blas_threads(self.blas_threads):
+            losses = self._on_workers(self._shard, [(s, x, t, shares[s]) for s, x, t in shards])
+        self._add_replica_gradients(used=len(shards))
+        return backend.get_xp().asarray(
+            sum(float(loss) * share for loss, share in zip(losses, shares)),
+            dtype=backend.get_dtype(),
+        )
+
+    def _add_replica_gradients(self, used):
+        """model.grads += the grads of replicas 1 .. used - 1, on all the
+        workers: each thread sums the gradients of some of the parameters
+        (dealt out largest first), so no array is written by two threads.
+        On one thread the copy config's 15 million parameters take about
+        10 ms; spread out, the step is about 5% faster (benchmarks/README.md)."""
+        if used < 2:
+            return
+        jobs = []  # (the model's gradient, the replicas' gradients of the same parameter)
+        replica_modules = [replica.modules() for replica in self.replicas[1:used]]
+        for position, module in enumerate(self.model.modules()):
+            for name, total in module.grads.items():
+                jobs.append((total, [modules[position].grads[name] for modules in replica_modules]))
+        jobs.sort(key=lambda job: -job[0].size)
+        self._on_workers(_add_into, [(jobs[i::self.workers],) for i in range(self.workers)])
+
+    def _on_workers(self, function, calls):
+        """[function(*args) for args in calls], the first in this thread and
+        the others in the pool's, all at once. Every call finishes before
+        this returns, even if one failed; then the first error is raised."""
+        futures = [self._pool.submit(function, *args) for args in calls[1:]]
+        try:
+            first = function(*calls[0])
+        finally:
+            wait(futures)
+        return [first] + [future.result() for future in futures]  # re-raises a worker's error
+
+    def _shard(self, index, inputs, targets, dloss):
+        """One replica's forward, loss and backward; replicas other than the
+        model start from zero gradients."""
+        model, loss_fn = self.replicas[index], self.loss_fns[index]
+        if index > 0:
+            model.zero_grad()
+        loss = loss_fn.forward(model.forward(*inputs), targets)
+        model.backward(loss_fn.backward(dloss))
+        return loss
+
+
+def replicate(model, index):
+    """A copy of ``model`` that shares its parameters and buffers (the same
+    arrays, not copies), with gradients and caches of its own, and dropout
+    seeds derived from the model's and ``index``."""
+    shared = {}
+    for module in model.modules():
+        for array in (*module.params.values(), *module.buffers.values()):
+            shared[id(array)] = array
+        shared[id(module.cache)] = None  # a forward's cache is not copied
+        if isinstance(module, Dropout):
+            shared[id(module.rng)] = None  # made again below, from a seed of its own
+    replica = copy.deepcopy(model, memo=shared)
+    for module in replica.modules():
+        if isinstance(module, Dropout):
+            module.seed = int(backend.host_rng((module.seed, index)).integers(2**31))
+            module.reset_rng()
+    return replica
+
+
+def _share_parameters(model, replica):
+    """Point the replica at the model's current arrays and mode (a
+    checkpoint load or a move to another device may have replaced them), and
+    give it fresh gradients where the model's changed type, shape or dtype."""
+    xp = backend.get_xp()
+    for source, target in zip(model.modules(), replica.modules()):
+        target.params.update(source.params)
+        target.buffers.update(source.buffers)
+        target.training = source.training
+        for name, grad in source.grads.items():
+            mine = target.grads.get(name)
+            if (
+                mine is None
+                or type(mine) is not type(grad)
+                or mine.shape != grad.shape
+                or mine.dtype != grad.dtype
+            ):
+                target.grads[name] = xp.zeros_like(grad)
+
+
+def _add_into(jobs):
+    for total, parts in jobs:
+        for part in parts:
+            total += part
+
+
+def shard_bounds(size, parts):
+    """(start, stop) of at most ``parts`` non-empty, near-equal slices of range(size)."""
+    parts = min(parts, size)
+    bounds = [size * i // parts for i in range(parts + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def usable_cores():
+    """The cores this process may run on: its CPU affinity where the system
+    reports one (a container or ``taskset`` can give fewer than the machine
+    has), else every core."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_controller = None  # threadpoolctl's handle on the BLAS libraries, made once
+
+
+@contextlib.contextmanager
+def _blas_threads(count):
+    """Inside, BLAS uses at most ``count`` threads per call. Through
+    threadpoolctl, which finds the BLAS library that NumPy loaded (OpenBLAS
+    in NumPy's wheels) and calls its own set-threads function."""
+    global _controller
+    if _controller is None:
+        _controller = ThreadpoolController()
+    with _controller.limit(limits=count, user_api="blas"):
+        yield

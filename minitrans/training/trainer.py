@@ -1,0 +1,298 @@
+"""Training: Adam with the paper's schedule, evaluation, checkpoints, resume.
+
+One step: take the step's batch, forward, label-smoothed loss, backward (on
+the CPU each half of the batch on a thread of its own: ``minitrans.parallel``),
+clip the global gradient norm, stop if anything is not finite, update with
+Adam at the scheduled learning rate. Every ``eval_every`` steps: held-out
+loss, token accuracy and exact match (greedy decoding), a checkpoint, and an
+early stop once exact match reaches the target.
+
+Everything random in a step (which examples, which dropout masks) is derived
+from (seed, step), so a run resumed from a checkpoint repeats exactly the
+losses of an uninterrupted run.
+"""
+
+import dataclasses
+import math
+import numbers
+import os
+import time
+
+from minitrans.core import backend, checks
+from minitrans.data import Tokenizer
+from minitrans.layers.dropout import Dropout
+from minitrans.layers.loss import LabelSmoothedCrossEntropy
+from minitrans.training import checkpoint, evaluation
+from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
+from minitrans.training.parallel import DataParallel
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a loss or gradient that is not finite)."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """What to train on and how; the model's sizes are in ``ModelConfig``."""
+
+    task: str = "copy"  # a built-in task, or "translate" with data
+    data: str = None  # a TSV file of "source<TAB>target" lines
+    valid: str = None  # held-out TSV; default: a slice of data
+    level: str = "word"  # tokenisation of TSV data: "word" or "char"
+    steps: int = 1000
+    batch_size: int = 64
+    warmup: int = 400  # steps of linear learning-rate warm-up (paper: 4000)
+    lr_factor: float = 1.0  # multiplies the paper's schedule
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # global gradient norm limit; 0 = no clipping
+    weight_decay: float = 0.0  # > 0: AdamW
+    eval_every: int = 200
+    eval_pairs: int = 1000  # held-out pairs decoded for exact match
+    target_exact_match: float = 1.0  # stop early once reached
+    seed: int = 0
+    workers: int = None  # threads, each on a shard of the batch (None: 2 on the CPU, 1 on a GPU)
+    out_dir: str = "runs/run"
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed: expected a non-negative integer, got {self.seed!r}")
+        if self.workers is not None and (
+            isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
+        ):
+            raise ValueError(f"workers: expected a positive integer or None, got {self.workers!r}")
+        if self.level not in Tokenizer.LEVELS:
+            raise ValueError(f"level: expected one of {Tokenizer.LEVELS}, got {self.level!r}")
+        for name, expected, in_range in _NUMBER_SETTINGS:
+            _check_number(name, getattr(self, name), expected, in_range)
+
+
+_NUMBER_SETTINGS = (  # (setting, what it must be, the test it must pass; NaN passes none)
+    ("lr_factor", "a finite positive number", lambda v: 0 < v < math.inf),
+    ("label_smoothing", "a number in [0, 1)", lambda v: 0 <= v < 1),
+    ("clip_norm", "a finite number >= 0", lambda v: 0 <= v < math.inf),
+    ("weight_decay", "a finite number >= 0", lambda v: 0 <= v < math.inf),
+    ("target_exact_match", "a number >= 0 (above 1: never stop early)", lambda v: v >= 0),
+)
+
+
+def _check_number(name, value, expected, in_range):
+    """A real number (not a bool) for which ``in_range`` holds; NaN never does."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not in_range(value):
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+
+
+class Trainer:
+    """Trains ``model`` on ``task`` as ``config`` says; ``fit()`` runs it."""
+
+    def __init__(self, model, task, config, log=print, progress=True):
+        self.model, self.task, self.config = model, task, config
+        self.log, self.progress = log, progress
+        self.optimizer = Adam(model, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay)
+        self.loss_fn = LabelSmoothedCrossEntropy(config.label_smoothing, pad_id=model.config.pad_id)
+        self.parallel = DataParallel(model, self.loss_fn, config.workers)
+        self.step = 0
+        self.history = {"step": [], "loss": [], "lr": [], "grad_norm": []}
+        self.evaluations = []
+        self.checkpoint_path = os.path.join(config.out_dir, "checkpoint.npz")
+
+    # ------------------------------------------------------------ one step
+
+    def learning_rate(self, step):
+        return transformer_lr(
+            step, self.model.config.d_model, self.config.warmup, self.config.lr_factor
+        )
+
+    def batch_pairs(self, step):
+        """The training pairs of ``step``: epoch after epoch, each a fresh
+        permutation seeded by (seed, epoch), so any step can be recreated."""
+        pairs = self.task.train
+        size = min(self.config.batch_size, len(pairs))
+        per_epoch = len(pairs) // size
+        epoch, index = divmod(step - 1, per_epoch)
+        order = backend.host_rng((self.config.seed, epoch)).permutation(len(pairs))
+        return [pairs[i] for i in order[index * size:(index + 1) * size]]
+
+    def train_step(self):
+        step = self.step + 1
+        for module in self.parallel.modules():  # the model's and its replicas'
+            if isinstance(module, Dropout):
+                module.reset_rng(step)  # this step's masks, whatever came before
+        batch = self.task.make_batch(self.batch_pairs(step))
+        self.model.zero_grad()
+        try:  # forward, loss and backward, the batch split over the workers
+            loss = float(
+                self.parallel.forward_backward(evaluation.model_inputs(batch), batch.tgt_out)
+            )
+        except checks.NonFiniteError as error:  # a layer met NaN or infinity inside the model
+            culprit = self._non_finite_parameter()
+            where = f"parameter {culprit} holds NaN or infinity" if culprit else str(error)
+            raise TrainingError(f"step {step}: inside the model, {where}; training stopped, "
+                                f"the last good checkpoint is {self._last_good()}") from None
+        norm = clip_grad_norm(self.model, self.config.clip_norm or None)
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            raise TrainingError(
+                f"step {step}: the loss ({loss}) or the gradient norm ({norm}) is not finite; "
+                f"training stopped, the last good checkpoint is {self._last_good()}"
+            )
+        lr = self.learning_rate(step)
+        self.optimizer.step(lr)
+        self.step = step
+        for key, value in (("step", step), ("loss", loss), ("lr", lr), ("grad_norm", norm)):
+            self.history[key].append(value)
+        return loss, batch.num_tokens
+
+    # ------------------------------------------------------------ the loop
+
+    def fit(self, steps=None):
+        """Train until ``steps`` (default: the config's) or the target exact
+        match; returns the last evaluation (a dict). Calling it again with a
+        larger ``steps`` continues the same run."""
+        if steps is not None:
+            self.config = dataclasses.replace(self.config, steps=steps)
+        if self.step >= self.config.steps:  # nothing left to train: report where it stands
+            return self.evaluate()
+        leftovers = checkpoint.remove_unfinished(self.checkpoint_path)
+        if leftovers:
+            self.log(
+                f"removed {len(leftovers)} unfinished checkpoint file(s) of an interrupted save: "
+                f"{', '.join(leftovers)}"
+            )
+        bar = _progress_bar(self.config.steps, self.step, self.progress)
+        log = _through(bar, self.log)
+        last = None
+        try:
+            while self.step < self.config.steps:
+                start = time.perf_counter()
+                loss, tokens = self.train_step()
+                rate = tokens / max(time.perf_counter() - start, 1e-9)
+                bar.update(1)
+                bar.set_postfix(
+                    loss=f"{loss:.3f}", lr=f"{self.history['lr'][-1]:.2e}", tok_s=f"{rate:,.0f}"
+                )
+                if self.step % self.config.eval_every == 0 or self.step == self.config.steps:
+                    last = self.evaluate_and_save(log)
+                    if last["exact_match"] >= self.config.target_exact_match:
+                        log(
+                            f"step {self.step}: reached exact match "
+                            f"{last['exact_match']:.1%}, stopping early"
+                        )
+                        break
+        finally:
+            bar.close()
+        return last
+
+    def evaluate_and_save(self, log=None):
+        metrics = self.evaluate()
+        self.evaluations.append(metrics)
+        (log or self.log)(
+            f"step {self.step}: held-out loss {metrics['loss']:.4f}, token accuracy "
+            f"{metrics['token_accuracy']:.1%}, exact match {metrics['exact_match']:.1%} "
+            f"({metrics['pairs']} pairs)"
+        )
+        self.save(self.checkpoint_path)
+        return metrics
+
+    def evaluate(self):
+        pairs = self.task.valid[: self.config.eval_pairs]
+        metrics = evaluation.teacher_forced_metrics(self.model, self.task, pairs)
+        metrics["exact_match"], _ = evaluation.exact_match(self.model, self.task, pairs)
+        return {"step": self.step, "pairs": len(pairs), **metrics}
+
+    def save_plots(self):
+        """loss.png and lr.png in the run's folder; returns their paths."""
+        from minitrans.training import plots
+
+        if not self.history["step"]:
+            return []
+        folder = self.config.out_dir
+        held_out = [(e["step"], e["loss"]) for e in self.evaluations]
+        extra = (
+            [([s for s, _ in held_out], [l for _, l in held_out], "held-out loss (no smoothing)")]
+            if held_out
+            else None
+        )
+        paths = [os.path.join(folder, "loss.png"), os.path.join(folder, "lr.png")]
+        try:
+            plots.save_curve(paths[0], self.history["step"], self.history["loss"],
+                             f"{self.task.name}: loss", "loss", log_y=True, extra=extra,
+                             label=f"training loss (label smoothing {self.config.label_smoothing})")
+            plots.save_curve(paths[1], self.history["step"], self.history["lr"],
+                             f"learning rate (warmup {self.config.warmup})", "learning rate")
+        except RuntimeError as error:  # matplotlib is not installed
+            self.log(f"no plots: {error}")
+            return []
+        return paths
+
+    def _non_finite_parameter(self):
+        """The name of the first parameter with a NaN or infinite entry, or None."""
+        for name, value, _ in self.model.named_parameters():
+            if not checks.is_finite(value):
+                return name
+        return None
+
+    def _last_good(self):
+        return (
+            self.checkpoint_path if os.path.exists(self.checkpoint_path) else "(none written yet)"
+        )
+
+    # ------------------------------------------------------------ checkpoints
+
+    def save(self, path):
+        """Parameters, Adam's moments and step, configs, vocabulary, history."""
+        arrays = {f"param/{name}": value for name, value, _ in self.model.named_parameters()}
+        arrays.update(
+            {f"optim/{k}": v for k, v in self.optimizer.state_dict().items() if k != "step"}
+        )
+        records = {
+            "model_config": self.model.config.to_dict(),
+            "train_config": dataclasses.asdict(self.config),
+            "task": {
+                "name": self.task.name,
+                "kind": self.task.kind,
+                "level": self.task.tokenizer.level,
+            },
+            "vocab": self.task.vocab.to_json(),
+            "step": self.step,
+            "optimizer_step": self.optimizer.step_count,
+            "rng": {
+                "seed": self.config.seed,
+                "step": self.step,
+                "rule": "numpy default_rng([seed, epoch]) and dropout [seed, step]",
+            },
+            "history": self.history,
+            "evaluations": self.evaluations,
+        }
+        checkpoint.save_checkpoint(path, arrays, records)
+
+    def restore(self, path, arrays, records):
+        """Load what ``save`` wrote into this trainer (same model shapes)."""
+        checkpoint.load_parameters(self.model, arrays, path)
+        if records["optimizer_step"] > 0:  # Adam's moments exist for every parameter after one step
+            for prefix in ("optim/m/", "optim/v/"):
+                checkpoint.check_arrays(path, arrays, prefix, self.model, "optimizer state")
+        cut = len("optim/")
+        state = {k[cut:]: backend.to_device(v) for k, v in arrays.items() if k.startswith("optim/")}
+        self.optimizer.load_state_dict({"step": records["optimizer_step"], **state})
+        self.step = int(records["step"])
+        self.history = {key: list(values) for key, values in records["history"].items()}
+        self.evaluations = list(records["evaluations"])
+
+
+def _progress_bar(total, initial, enabled):
+    """tqdm's bar (a widget in a notebook), or a silent stand-in."""
+    if enabled:
+        from tqdm.auto import tqdm
+    else:  # plain tqdm: no notebook-widget import, nothing printed
+        from tqdm import tqdm
+    return tqdm(total=total, initial=initial, disable=not enabled, unit="step")
+
+
+def _through(bar, log):
+    """Print through tqdm so that messages do not break the progress bar."""
+    if bar.disable:
+        return log
+    return lambda message: bar.write(message)
