@@ -40,7 +40,7 @@ def test_language_model_metrics_score_the_answer_only(tiny):
     trainer = tiny["lm"]
     pairs = trainer.task.valid[:8]
     batch = trainer.task.make_batch(pairs)
-    targets = evaluation._answer_targets(trainer.task, pairs, batch.tgt_out, 0)
+    targets = evaluation.answer_targets(trainer.task, pairs, batch.tgt_out, 0)
     answers = sum(len(tgt) + 1 for _, tgt in pairs)  # the digits of the sum and <eos>
     assert int((np.asarray(targets) != 0).sum()) == answers
     metrics = evaluation.teacher_forced_metrics(trainer.model, trainer.task, pairs)

@@ -75,6 +75,45 @@ def private_names_imported(source):
     return found
 
 
+def private_attributes_reached(source):
+    """``Name._helper`` where ``Name`` came from an import of minitrans (a
+    module, a class or a function of another module): a private helper
+    reached from outside its module. ``self._x`` and ``__dunder__`` pass."""
+    tree = ast.parse(source)
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (
+            (node.module or "").startswith("minitrans") or node.level > 0
+        ):
+            imported |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {(alias.asname or alias.name).split(".")[0] for alias in node.names
+                         if alias.name.split(".")[0] == "minitrans"}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            base = node.value
+            while isinstance(base, ast.Attribute):  # minitrans.core.backend._state
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in imported:
+                found.add(ast.unparse(node))
+    return sorted(found)
+
+
+def _is_private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _sources_of_the_package_and_its_readers():
+    """The package's modules, and the tests, lessons, examples and benchmarks
+    that use it: none of them may lean on another module's private names."""
+    sources = {_relative(p): p.read_text() for p in _modules()}
+    for folder in ("tests", "lessons", "examples", "benchmarks"):
+        sources.update({p.relative_to(ROOT).as_posix(): p.read_text()
+                        for p in sorted((ROOT / folder).rglob("*.py"))})
+    return sources
+
+
 def test_every_module_sits_in_a_subpackage_of_the_layout():
     for path in _modules():
         parts = _relative(path).split("/")
@@ -102,14 +141,38 @@ def test_the_direction_check_catches_an_upward_import():
 
 
 def test_no_private_helper_is_imported_across_modules():
-    sources = {_relative(p): p.read_text() for p in _modules()}
-    sources.update({p.relative_to(ROOT).as_posix(): p.read_text()
-                    for p in sorted((ROOT / "tests").glob("*.py"))})
+    sources = _sources_of_the_package_and_its_readers()
     offenders = {name: found for name, source in sources.items()
                  if (found := private_names_imported(source))}
     assert not offenders, f"private names imported from another module: {offenders}"
     assert private_names_imported("from minitrans.ops.softmax import _row_max\n") == [
         "minitrans.ops.softmax._row_max"]
+
+
+def test_no_private_helper_is_reached_across_modules():
+    offenders = {name: found for name, source in _sources_of_the_package_and_its_readers().items()
+                 if (found := private_attributes_reached(source))}
+    assert not offenders, f"private names reached through another module: {offenders}"
+
+
+PLANTED = """
+import minitrans.core.backend
+from minitrans.core import backend
+from minitrans.model.transformer import Transformer as T
+
+class LM:
+    def forward(self, ids):
+        T._check_ids(ids)  # caught: a class imported from another module
+        backend._state.update(name="numpy")  # caught: an imported module
+        minitrans.core.backend._load("numpy")  # caught: reached from the package
+        self._cache = T.__name__, backend.get_xp()  # passes: own attribute, dunder, public
+"""
+
+
+def test_the_private_attribute_check_catches_planted_ones():
+    assert private_attributes_reached(PLANTED) == [
+        "T._check_ids", "backend._state", "minitrans.core.backend._load"]
+    assert private_attributes_reached("import numpy as np\nnp._NoValue\n") == []
 
 
 def test_no_layer_module_imports_numpy_or_cupy():

@@ -30,6 +30,10 @@ import os
 
 import numpy as np
 
+# checks imports this module too; each uses the other only inside functions,
+# so either may be imported first.
+from minitrans.core import checks
+
 BACKENDS = ("numpy", "cupy", "strict")
 DTYPES = ("float32", "float64")
 
@@ -47,10 +51,8 @@ def _ensure_initialised():
         return
     name = os.environ.get("MINITRANS_BACKEND", "numpy") or "numpy"
     dtype = os.environ.get("MINITRANS_DTYPE", "float32") or "float32"
-    if name not in BACKENDS:
-        raise ValueError(f"MINITRANS_BACKEND: expected one of {BACKENDS}, got {name!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"MINITRANS_DTYPE: expected one of {DTYPES}, got {dtype!r}")
+    checks.check_choice("MINITRANS_BACKEND", name, BACKENDS)
+    checks.check_choice("MINITRANS_DTYPE", dtype, DTYPES)
     _state.update(name=name, xp=_load(name), dtype=np.dtype(dtype))
 
 
@@ -79,6 +81,7 @@ def _load_cupy():
 
 
 def _load(name):
+    checks.check_choice("backend", name, BACKENDS)
     if name == "numpy":
         return np
     if name == "cupy":
@@ -87,13 +90,11 @@ def _load(name):
         from minitrans.core import strict as _strict
 
         return _strict.namespace
-    raise ValueError(f"backend: expected one of {BACKENDS}, got {name!r}")
 
 
 def _check_dtype(dtype):
-    name = np.dtype(dtype).name if _is_dtype_like(dtype) else repr(dtype)
-    if name not in DTYPES:
-        raise ValueError(f"dtype: expected one of {DTYPES}, got {name}")
+    name = np.dtype(dtype).name if _is_dtype_like(dtype) else dtype
+    checks.check_choice("dtype", name, DTYPES)
     return np.dtype(name)
 
 
@@ -113,8 +114,7 @@ def use(name=None, dtype=None):
     """
     _ensure_initialised()
     if name is not None:
-        if name not in BACKENDS:
-            raise ValueError(f"backend: expected one of {BACKENDS}, got {name!r}")
+        checks.check_choice("backend", name, BACKENDS)
         _state["xp"] = _load(name)
         _state["name"] = name
     if dtype is not None:
@@ -236,9 +236,7 @@ def host_rng(seed_or_rng=None):
     if seed_or_rng is None:
         seed_or_rng = 0
     parts = seed_or_rng if isinstance(seed_or_rng, tuple) else (seed_or_rng,)
-    if not parts or any(
-        isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 0 for p in parts
-    ):
+    if not parts or not all(checks.is_int(part, low=0) for part in parts):
         raise TypeError(
             "rng: expected a non-negative int seed, a tuple of them or a numpy.random.Generator, "
             f"got {seed_or_rng!r}"

@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from minitrans.core import backend
+from minitrans.core import backend, checks
 from minitrans.data.vocab import BOS_ID, EOS_ID, PAD_ID, DataError
 
 
@@ -100,8 +100,7 @@ def iterate_batches(examples, batch_size, rng):
     the state mid-run is not enough: the current epoch's order has already
     been drawn from it.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size: expected a positive integer, got {batch_size!r}")
+    checks.check_positive_int("batch_size", batch_size)
     if len(examples) == 0:
         raise DataError("examples: expected at least one example, got none")
     count = len(examples)

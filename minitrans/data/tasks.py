@@ -22,7 +22,7 @@ import dataclasses
 import pathlib
 from typing import Callable, NamedTuple
 
-from minitrans.core import backend
+from minitrans.core import backend, checks
 from minitrans.data import toy_language
 from minitrans.data.batches import make_lm_batch, make_seq2seq_batch
 from minitrans.data.tsv import read_tsv
@@ -51,8 +51,7 @@ class Task:
     description: str = ""
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
+        checks.check_choice("kind", self.kind, KINDS)
 
     def encode_pair(self, src_text, tgt_text):
         """Two texts -> (src_ids, tgt_ids), lists of ints without specials."""
@@ -211,13 +210,9 @@ def load_task(name, seed=0, num_train=None, num_valid=None):
     ``num_train``/``num_valid`` default to 20000/1000 (lm: 9000/1000, all the
     additions there are).
     """
-    if name not in TASKS:
-        raise ValueError(f"task: expected one of {sorted(TASKS)}, got {name!r}")
-    for argument, value in (("num_train", num_train), ("num_valid", num_valid)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{argument}: expected a positive integer, got {value!r}")
+    checks.check_choice("task", name, sorted(TASKS))
+    checks.check_int("num_train", num_train, low=1, allow_none=True)
+    checks.check_int("num_valid", num_valid, low=1, allow_none=True)
     return TASKS[name].build(seed, num_train, num_valid)
 
 
@@ -233,10 +228,8 @@ def task_from_tsv(train_path, valid_path=None, level="word", valid_fraction=0.1,
     The vocabulary comes from the training pairs only: words seen only in
     validation become <unk>, as words unseen in training would in real use.
     """
-    if not 0 < valid_fraction < 1:
-        raise ValueError(
-            f"valid_fraction: expected a number between 0 and 1, got {valid_fraction!r}"
-        )
+    checks.check_number("valid_fraction", valid_fraction, low=0, high=1, low_open=True,
+                        high_open=True)
     tokenizer = Tokenizer(level)
     pairs = read_tsv(train_path)
     description = f"tsv: translation pairs from {pathlib.Path(train_path).name} ({level} level)"

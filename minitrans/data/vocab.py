@@ -11,6 +11,8 @@ import collections
 import dataclasses
 import json
 
+from minitrans.core import checks
+
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
@@ -52,8 +54,7 @@ class Vocab:
         Special tokens found in the text (a corpus that already says <unk>)
         are not counted: they have their fixed ids.
         """
-        if isinstance(min_freq, bool) or not isinstance(min_freq, int) or min_freq < 1:
-            raise ValueError(f"min_freq: expected a positive integer, got {min_freq!r}")
+        checks.check_positive_int("min_freq", min_freq)
         counts = collections.Counter(token for tokens in token_lists for token in tokens)
         kept = [t for t, n in counts.items() if n >= min_freq and t not in SPECIAL_TOKENS]
         return cls(sorted(kept, key=lambda token: (-counts[token], token)))
@@ -125,8 +126,7 @@ class Tokenizer:
     LEVELS = ("char", "word")
 
     def __post_init__(self):
-        if self.level not in self.LEVELS:
-            raise ValueError(f"level: expected one of {self.LEVELS}, got {self.level!r}")
+        checks.check_choice("level", self.level, self.LEVELS)
 
     def split(self, text):
         return list(text) if self.level == "char" else text.split()

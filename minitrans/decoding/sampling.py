@@ -5,22 +5,20 @@ Each function works on a (B, V) array of one decoding step;
 ``minitrans.decoding.search`` runs the loop that calls them.
 """
 
-import numbers
-
-from minitrans.core import backend
+from minitrans.core import backend, checks
 from minitrans.ops.softmax import softmax
 
 
 def apply_temperature(logits, temperature):
     """logits / T, (B, V): T < 1 sharpens (T -> 0 is greedy), T > 1 flattens."""
-    _check_number("temperature", temperature, lambda t: t > 0, "a number > 0")
+    checks.check_number("temperature", temperature, low=0, low_open=True)
     return logits / float(temperature)
 
 
 def top_k_filter(logits, k):
     """Keep the k largest logits of each (B, V) row, the others become -inf:
     exactly k, even with ties, as ranks come from a stable sort."""
-    _check_number("k", k, lambda n: n >= 1, "an integer >= 1", numbers.Integral)
+    checks.check_positive_int("k", k)
     xp = backend.get_xp()
     order = xp.argsort(-logits, axis=-1, kind="stable")  # most likely first
     rank = xp.argsort(order, axis=-1, kind="stable")  # rank[b, v]: place of token v in order
@@ -39,7 +37,7 @@ def top_p_filter(probs, p):
         mass before [0.0,   0.5,   0.8,   0.95]   keep the first three
         returned    [0.526, 0.316, 0.158, 0.0 ]   (each divided by 0.95)
     """
-    _check_number("p", p, lambda q: 0 < q <= 1, "a number in (0, 1]")
+    checks.check_number("p", p, low=0, high=1, low_open=True)
     xp = backend.get_xp()
     order = xp.argsort(-probs, axis=-1, kind="stable")
     sorted_probs = xp.take_along_axis(probs, order, axis=-1)
@@ -65,12 +63,10 @@ def sampler(temperature, top_k, top_p, rng):
     """Check the options once; return choose(logits) -> (B,) drawn ids:
     logits -> apply_temperature -> top_k_filter (if top_k) -> softmax ->
     top_p_filter (if top_p) -> draw."""
-    _check_number("temperature", temperature, lambda t: t > 0, "a number > 0")
-    if top_k is not None:
-        _check_number("top_k", top_k, lambda n: n >= 1, "an integer >= 1", numbers.Integral)
-    if top_p is not None:
-        _check_number("top_p", top_p, lambda q: 0 < q <= 1, "a number in (0, 1]")
-    if rng is None or isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+    checks.check_number("temperature", temperature, low=0, low_open=True)
+    checks.check_int("top_k", top_k, low=1, allow_none=True)
+    checks.check_number("top_p", top_p, low=0, high=1, low_open=True, allow_none=True)
+    if rng is None or checks.is_int(rng):
         rng = backend.device_rng(0 if rng is None else int(rng))
     elif not hasattr(rng, "random"):
         raise TypeError(
@@ -84,8 +80,3 @@ def sampler(temperature, top_k, top_p, rng):
         return draw(probs if top_p is None else top_p_filter(probs, top_p), rng)
 
     return choose
-
-
-def _check_number(name, value, is_valid, expected, kind=numbers.Real):
-    if isinstance(value, bool) or not isinstance(value, kind) or not is_valid(value):
-        raise ValueError(f"{name}: expected {expected}, got {value!r}")

@@ -13,7 +13,6 @@ not. Every public function calls ``model.eval()``: dropout off, always.
 """
 
 import functools
-import numbers
 
 from minitrans.core import backend, checks
 from minitrans.decoding.sampling import sampler
@@ -64,11 +63,11 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     (B, K, L_all), and their scores (B, K).
     """
     xp = backend.get_xp()
-    _check_ids("src", src)
+    checks.check_token_ids("src", src, ndim=2, nonempty=True)
     checks.check_positive_int("beam_size", beam_size)
     max_len = min(src.shape[1] + 50, model.config.max_len) if max_len is None else max_len
     _check_length("max_len", max_len, model)
-    _check_number("length_penalty", length_penalty, lambda a: a >= 0, "a number >= 0")
+    checks.check_number("length_penalty", length_penalty, low=0)
     model.eval()
     B, K = src.shape[0], beam_size
     rows = xp.arange(B)[:, None]  # (B, 1): pairs each beam with its source row
@@ -134,10 +133,9 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
     the new tokens (B, L <= max_new_tokens) as greedy; with return_logits
     also their logits (B, L, V).
     """
-    _check_ids("prompt", prompt)
+    checks.check_token_ids("prompt", prompt, ndim=2, nonempty=True)
     _check_length("max_new_tokens", max_new_tokens, lm, already_fed=prompt.shape[1] - 1)
-    if strategy not in ("greedy", "sample"):
-        raise ValueError(f"strategy: expected 'greedy' or 'sample', got {strategy!r}")
+    checks.check_choice("strategy", strategy, ("greedy", "sample"))
     choose = _argmax if strategy == "greedy" else sampler(temperature, top_k, top_p, rng)
     lm.eval()
     seen, last = prompt[:, :-1], prompt[:, -1]  # the loop feeds the last prompt token
@@ -175,7 +173,7 @@ def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_log
 
 def _start_encoder_decoder(model, src, max_len, bos_id, use_cache):
     """Check the input, switch to eval mode; return feed and the <bos> column."""
-    _check_ids("src", src)
+    checks.check_token_ids("src", src, ndim=2, nonempty=True)
     _check_length("max_len", max_len, model)
     model.eval()
     first = backend.get_xp().full((src.shape[0],), bos_id, dtype=src.dtype)
@@ -211,16 +209,6 @@ def _continuations(step_log_probs, finished, pad_id):
     return xp.where(finished[:, :, None], only_pad, live)
 
 
-def _check_ids(name, ids):
-    checks.check_array(name, ids, ndim=2)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"{name}: expected an integer array of token ids, got dtype {ids.dtype}")
-    if 0 in ids.shape:
-        raise ValueError(
-            f"{name}: expected at least one row of at least one token, got shape {tuple(ids.shape)}"
-        )
-
-
 def _check_length(name, value, model, already_fed=0):
     """Every fed token takes one of the model's config.max_len positions."""
     checks.check_positive_int(name, value)
@@ -230,8 +218,3 @@ def _check_length(name, value, model, already_fed=0):
             f"{name}: the model has {model.config.max_len} positions, "
             f"so at most {limit}, got {value}"
         )
-
-
-def _check_number(name, value, is_valid, expected, kind=numbers.Real):
-    if isinstance(value, bool) or not isinstance(value, kind) or not is_valid(value):
-        raise ValueError(f"{name}: expected {expected}, got {value!r}")

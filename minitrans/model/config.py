@@ -1,7 +1,8 @@
 """Model sizes and options, with the paper's configurations by name."""
 
 import dataclasses
-import numbers
+
+from minitrans.core import checks
 
 # Table 3 of the paper (with its shared embedding and pre-softmax matrix,
 # §3.4), and small sizes for the toy tasks.
@@ -44,24 +45,17 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "h", "N", "d_ff", "max_len"):
-            _check_positive_int(name, getattr(self, name))
-        if self.src_vocab_size is not None:
-            _check_positive_int("src_vocab_size", self.src_vocab_size)
+            checks.check_positive_int(name, getattr(self, name))
+        checks.check_int("src_vocab_size", self.src_vocab_size, low=1, allow_none=True)
         if self.d_model % self.h:
             raise ValueError(
                 f"h: d_model={self.d_model} must be divisible by the number of heads, "
                 f"got h={self.h}"
             )
-        if (
-            isinstance(self.dropout, bool)
-            or not isinstance(self.dropout, numbers.Real)
-            or not 0 <= self.dropout < 1
-        ):
-            raise ValueError(f"dropout: expected a number in [0, 1), got {self.dropout!r}")
-        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(
-            self.vocab_size, self.source_vocab_size
-        ):
-            raise ValueError(f"pad_id: expected an id inside the vocabulary, got {self.pad_id!r}")
+        checks.check_probability("dropout", self.dropout)
+        checks.check_int(
+            "pad_id", self.pad_id, low=0, high=min(self.vocab_size, self.source_vocab_size) - 1
+        )
         if (
             self.tie_embeddings
             and self.source_vocab_size != self.vocab_size
@@ -79,8 +73,7 @@ class ModelConfig:
     @classmethod
     def preset(cls, name, **overrides):
         """A paper (``base``, ``big``) or toy (``small``, ``toy``, ``tiny``) size."""
-        if name not in PRESETS:
-            raise ValueError(f"preset: expected one of {sorted(PRESETS)}, got {name!r}")
+        checks.check_choice("preset", name, sorted(PRESETS))
         return cls(**{**PRESETS[name], **overrides})
 
     def to_dict(self):
@@ -93,8 +86,3 @@ class ModelConfig:
         if unknown:
             raise ValueError(f"config: unknown fields {unknown}")
         return cls(**values)
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}: expected a positive integer, got {value!r}")

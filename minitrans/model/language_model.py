@@ -1,6 +1,6 @@
 """A decoder-only (GPT-style) language model built from the same parts."""
 
-from minitrans.core import backend
+from minitrans.core import backend, checks
 from minitrans.layers.module import Module
 from minitrans.layers.projection import OutputProjection
 from minitrans.model.config import ModelConfig
@@ -44,7 +44,8 @@ class DecoderOnlyLM(Module):
         self.generator = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
 
     def forward(self, ids):
-        Transformer._check_ids(ids, "ids", self.config.vocab_size, self.config.max_len)
+        c = self.config
+        checks.check_token_ids("ids", ids, c.vocab_size, ndim=2, nonempty=True, max_len=c.max_len)
         mask = decoder_mask(ids, self.config.pad_id)  # (B, T, T)
         return self.generator.forward(self.decoder.forward(self.embed.forward(ids), self_mask=mask))
 

@@ -57,8 +57,8 @@ class Transformer(Module):
     # ------------------------------------------------------------ training
 
     def forward(self, src, tgt_in):
-        self._check_ids(src, "src", self.config.source_vocab_size, self.config.max_len)
-        self._check_ids(tgt_in, "tgt_in", self.config.vocab_size, self.config.max_len)
+        self._check_ids("src", src, self.config.source_vocab_size)
+        self._check_ids("tgt_in", tgt_in, self.config.vocab_size)
         if src.shape[0] != tgt_in.shape[0]:
             raise ValueError(
                 f"tgt_in: expected batch size {src.shape[0]} (as src), got {tgt_in.shape[0]}"
@@ -85,7 +85,7 @@ class Transformer(Module):
 
     def start(self, src):
         """Encode ``src`` once and return the state that ``step`` extends."""
-        self._check_ids(src, "src", self.config.source_vocab_size, self.config.max_len)
+        self._check_ids("src", src, self.config.source_vocab_size)
         memory, src_mask = self.encode(src)
         memory_kvs = [
             layer.cross_attn.sublayer.keys_values(memory) for layer in self.decoder.layers
@@ -125,16 +125,8 @@ class Transformer(Module):
         c = self.config
         return KVCache(batch, c.h, c.d_model // c.h, c.max_len, dtype)
 
-    @staticmethod
-    def _check_ids(ids, name, vocab_size, max_len):
+    def _check_ids(self, name, ids, vocab_size):
         """(B, T) token ids, B >= 1 and 1 <= T <= max_len, each in [0, vocab_size)."""
-        checks.check_token_ids(name, ids, vocab_size)
-        checks.check_array(name, ids, ndim=2)
-        if ids.shape[1] == 0 or ids.shape[0] == 0:
-            raise ValueError(
-                f"{name}: expected at least one sequence of at least one token, "
-                f"got shape {tuple(ids.shape)}"
-            )
-        if ids.shape[1] > max_len:
-            raise ValueError(f"{name}: expected sequences of at most max_len={max_len} tokens, "
-                             f"got shape {tuple(ids.shape)}")
+        checks.check_token_ids(
+            name, ids, vocab_size, ndim=2, nonempty=True, max_len=self.config.max_len
+        )

@@ -14,7 +14,7 @@ import os
 import sys
 import warnings
 
-from minitrans.core import backend
+from minitrans.core import backend, checks
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,24 +26,29 @@ class _UsageError(Exception):
     pass
 
 
-def _number(convert, expected, in_range):
-    """An argparse type: ``convert(text)`` (int or float), refused when
-    ``in_range`` does not hold. Text that is not a number at all gets
-    argparse's own "invalid int value: 'abc'", hence the name."""
+def _number(convert, **bounds):
+    """An argparse type: ``convert(text)`` (int or float), refused outside
+    ``bounds`` in the words of ``checks.check_int``/``check_number``. Text
+    that is not a number at all gets argparse's own "invalid int value:
+    'abc'", hence the name."""
+    if convert is int:
+        is_valid, describe = checks.is_int, checks.describe_int
+    else:
+        is_valid, describe = checks.is_number, checks.describe_number
 
     def parse(text):
         value = convert(text)
-        if not in_range(value):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        if not is_valid(value, **bounds):
+            raise argparse.ArgumentTypeError(f"expected {describe(**bounds)}, got {text}")
         return value
 
     parse.__name__ = convert.__name__
     return parse
 
 
-_positive_int = _number(int, "a positive integer", lambda value: value >= 1)
-_non_negative_int = _number(int, "a non-negative integer", lambda value: value >= 0)
-_probability = _number(float, "a number in [0, 1)", lambda value: 0 <= value < 1)
+_positive_int = _number(int, low=1)
+_non_negative_int = _number(int, low=0)
+_probability = _number(float, low=0, high=1, high_open=True)
 
 
 def _device(args):

@@ -20,7 +20,7 @@ def teacher_forced_metrics(model, task, pairs, batch_size=256):
         batch = task.make_batch(chunk)
         with evaluating(model):
             logits = model.forward(*model_inputs(batch))
-        targets = _answer_targets(task, chunk, batch.tgt_out, model.config.pad_id)
+        targets = answer_targets(task, chunk, batch.tgt_out, model.config.pad_id)
         real = targets != model.config.pad_id
         tokens = float(real.sum())
         total_loss += float(loss_fn.forward(logits, targets)) * tokens
@@ -71,9 +71,12 @@ def _decode_chunk(model, task, encoded, max_len, beam_size=1):
     return [_until_eos(row) for row in backend.to_numpy(generated).tolist()]
 
 
-def _answer_targets(task, pairs, tgt_out, pad_id):
-    """tgt_out with the positions that predict prompt tokens set to <pad>
-    (decoder-only tasks); unchanged for encoder-decoder tasks."""
+def answer_targets(task, pairs, tgt_out, pad_id):
+    """The targets that a decoder-only task is scored on: ``tgt_out`` (B, T)
+    with the positions that predict prompt tokens set to ``pad_id``, since a
+    prompt's tokens are random and cannot be predicted; ``tgt_out`` itself
+    for an encoder-decoder task. ``pairs`` are the batch's (prompt, answer)
+    texts, row by row."""
     if task.kind != "lm":
         return tgt_out
     host = backend.to_numpy(tgt_out).copy()

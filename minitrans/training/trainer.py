@@ -14,7 +14,6 @@ losses of an uninterrupted run.
 
 import dataclasses
 import math
-import numbers
 import os
 import time
 
@@ -55,34 +54,16 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed: expected a non-negative integer, got {self.seed!r}")
-        if self.workers is not None and (
-            isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
-        ):
-            raise ValueError(f"workers: expected a positive integer or None, got {self.workers!r}")
-        if self.level not in Tokenizer.LEVELS:
-            raise ValueError(f"level: expected one of {Tokenizer.LEVELS}, got {self.level!r}")
-        for name, expected, in_range in _NUMBER_SETTINGS:
-            _check_number(name, getattr(self, name), expected, in_range)
-
-
-_NUMBER_SETTINGS = (  # (setting, what it must be, the test it must pass; NaN passes none)
-    ("lr_factor", "a finite positive number", lambda v: 0 < v < math.inf),
-    ("label_smoothing", "a number in [0, 1)", lambda v: 0 <= v < 1),
-    ("clip_norm", "a finite number >= 0", lambda v: 0 <= v < math.inf),
-    ("weight_decay", "a finite number >= 0", lambda v: 0 <= v < math.inf),
-    ("target_exact_match", "a number >= 0 (above 1: never stop early)", lambda v: v >= 0),
-)
-
-
-def _check_number(name, value, expected, in_range):
-    """A real number (not a bool) for which ``in_range`` holds; NaN never does."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not in_range(value):
-        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+            checks.check_positive_int(name, getattr(self, name))
+        checks.check_int("seed", self.seed, low=0)
+        checks.check_int("workers", self.workers, low=1, allow_none=True)
+        checks.check_choice("level", self.level, Tokenizer.LEVELS)
+        checks.check_number("lr_factor", self.lr_factor, low=0, low_open=True)
+        checks.check_probability("label_smoothing", self.label_smoothing)
+        checks.check_number("clip_norm", self.clip_norm, low=0)
+        checks.check_number("weight_decay", self.weight_decay, low=0)
+        # above 1 (even infinity): never stop early
+        checks.check_number("target_exact_match", self.target_exact_match, low=0, finite=False)
 
 
 class Trainer:
