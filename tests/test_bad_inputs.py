@@ -31,7 +31,7 @@ from minitrans import decoding
 from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
 from minitrans.data import DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
-from minitrans.data.tasks import load_task
+from minitrans.data.tasks import load_task, task_from_tsv
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.embedding import Embedding
 from minitrans.layers.feedforward import FeedForward
@@ -303,6 +303,48 @@ CATALOGUE = [
     case(lambda f: TrainConfig(target_exact_match=math.nan), ValueError, "target_exact_match", "nan",
          id="train-target-nan"),
     case(lambda f: TrainConfig(level="byte"), ValueError, "level", "'byte'", "'word'", id="train-unknown-level"),
+    # ---- the common validators of minitrans.core.checks: a bool for an int, NaN or
+    # infinity for a number, None where a value is needed, a string for a number
+    case(lambda f: ModelConfig(vocab_size=7, h=True), ValueError, "h", "positive integer", "True",
+         id="config-heads-bool"),
+    case(lambda f: ModelConfig(vocab_size=7, pad_id=False), ValueError, "pad_id", "False", id="config-pad-id-bool"),
+    case(lambda f: ModelConfig(vocab_size=7, dropout=NAN), ValueError, "dropout", "[0, 1)", "nan",
+         id="config-dropout-nan"),
+    case(lambda f: ModelConfig(vocab_size=None), ValueError, "vocab_size", "positive integer", "None",
+         id="config-vocab-size-none"),
+    case(lambda f: TrainConfig(steps=True), ValueError, "steps", "positive integer", "True", id="train-steps-bool"),
+    case(lambda f: TrainConfig(workers=False), ValueError, "workers", "positive integer or None", "False",
+         id="train-workers-bool"),
+    case(lambda f: TrainConfig(seed=None), ValueError, "seed", "non-negative integer", "None", id="train-seed-none"),
+    case(lambda f: TrainConfig(label_smoothing=NAN), ValueError, "label_smoothing", "[0, 1)", "nan",
+         id="train-label-smoothing-nan"),
+    case(lambda f: TrainConfig(weight_decay=INF), ValueError, "weight_decay", "finite number >= 0", "inf",
+         id="train-weight-decay-inf"),
+    case(lambda f: TrainConfig(clip_norm="1"), ValueError, "clip_norm", "finite number >= 0", "'1'",
+         id="train-clip-string"),
+    case(lambda f: decoding.sample(model(), ints(1, 3), 4, temperature=INF), ValueError, "temperature",
+         "finite positive number", "inf", id="sample-temperature-inf"),
+    case(lambda f: decoding.sample(model(), ints(1, 3), 4, top_k=True), ValueError, "top_k",
+         "positive integer or None", "True", id="sample-top-k-bool"),
+    case(lambda f: decoding.sample(model(), ints(1, 3), 4, top_p="0.9"), ValueError, "top_p", "(0, 1]", "'0.9'",
+         id="sample-top-p-string"),
+    case(lambda f: decoding.beam_search(model(), ints(1, 3), length_penalty=None), ValueError, "length_penalty",
+         ">= 0", "None", id="beam-length-penalty-none"),
+    case(lambda f: decoding.beam_search(model(), ints(1, 3), beam_size=2.0), ValueError, "beam_size",
+         "positive integer", "2.0", id="beam-size-float"),
+    case(lambda f: decoding.beam_search(model(), ints(2, 0)), ValueError, "src", "at least one token", "(2, 0)",
+         id="beam-empty-sequences"),
+    case(lambda f: decoding.generate(language_model(), floats(1, 2), 3), TypeError, "prompt", "integer", "float32",
+         id="generate-float-prompt"),
+    case(lambda f: decoding.generate(language_model(), ints(1, 2), 3, strategy="beam"), ValueError, "strategy",
+         "'beam'", "'greedy'", "'sample'", id="generate-unknown-strategy"),
+    case(lambda f: load_task("copy", num_train=True), ValueError, "num_train", "positive integer or None", "True",
+         id="task-num-train-bool"),
+    case(lambda f: Vocab.build([["a"]], min_freq=None), ValueError, "min_freq", "positive integer", "None",
+         id="vocab-min-freq-none"),
+    case(lambda f: task_from_tsv("unused.tsv", valid_fraction=NAN), ValueError, "valid_fraction", "(0, 1)", "nan",
+         id="tsv-valid-fraction-nan"),
+    case(lambda f: minitrans.use(dtype=3.5), ValueError, "dtype", "'float32'", "3.5", id="dtype-number"),
     case(lambda f: TrainConfig(seed=-1), ValueError, "seed", "non-negative integer", "-1", id="train-negative-seed"),
     case(lambda f: minitrans.use("tpu"), ValueError, "backend", "'tpu'", "'numpy'", id="unknown-backend"),
     case(lambda f: minitrans.use(dtype="float16"), ValueError, "dtype", "float16", "'float32'", id="unknown-dtype"),
