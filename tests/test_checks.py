@@ -107,7 +107,7 @@ def test_check_token_ids_accepts(backend_name):
     checks.check_token_ids("ids", ids([[0, 4], [3, 1]]), vocab_size=5, ndim=2, nonempty=True,
                            max_len=2)
     checks.check_token_ids("ids", ids([7, 9]))  # no vocabulary given: any integers
-    checks.check_token_ids("ids", ids(np.zeros((0, 3))), vocab_size=5)  # empty is allowed by default
+    checks.check_token_ids("ids", ids(np.zeros((0, 3))), vocab_size=5)  # empty: allowed by default
 
 
 @pytest.mark.parametrize("make, options, error, message", [
@@ -119,7 +119,8 @@ def test_check_token_ids_accepts(backend_name):
      "ids: expected an integer array of token ids, got dtype float32"),
     (lambda: ids([True, False], dtype=bool), {}, TypeError,
      "ids: expected an integer array of token ids, got dtype bool"),
-    (lambda: ids([1, 2]), {"ndim": 2}, ValueError, "ids: expected an array of rank 2, got shape (2,)"),
+    (lambda: ids([1, 2]), {"ndim": 2}, ValueError,
+     "ids: expected an array of rank 2, got shape (2,)"),
     (lambda: ids(np.zeros((2, 0))), {"nonempty": True}, ValueError,
      "ids: expected at least one sequence of at least one token, got shape (2, 0)"),
     (lambda: ids([[1, 2, 3]]), {"max_len": 2}, ValueError,
