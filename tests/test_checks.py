@@ -135,3 +135,18 @@ def test_check_token_ids_refuses(backend_name, make, options, error, message):
 def test_check_token_ids_refuses_a_list():
     with pytest.raises(TypeError, match=r"^ids: expected an array of the current backend"):
         checks.check_token_ids("ids", [[1, 2]])
+
+
+def test_a_config_of_numpy_integers_holds_python_numbers_and_saves_as_json():
+    import dataclasses
+    import json
+
+    import numpy as np
+
+    from minitrans.model.config import ModelConfig
+
+    config = ModelConfig(vocab_size=np.int64(11), d_model=np.int32(8), h=np.int64(2),
+                         N=np.int64(1), d_ff=np.int64(16), dropout=np.float32(0.25))
+    assert type(config.vocab_size) is int and type(config.d_model) is int
+    assert type(config.dropout) is float
+    assert json.loads(json.dumps(dataclasses.asdict(config)))["vocab_size"] == 11

@@ -56,6 +56,7 @@ class ModelConfig:
         checks.check_int(
             "pad_id", self.pad_id, low=0, high=min(self.vocab_size, self.source_vocab_size) - 1
         )
+        self._store_python_numbers()
         if (
             self.tie_embeddings
             and self.source_vocab_size != self.vocab_size
@@ -65,6 +66,15 @@ class ModelConfig:
                 "tie_embeddings: source and target must share one vocabulary, got sizes "
                 f"{self.source_vocab_size} and {self.vocab_size}"
             )
+
+    def _store_python_numbers(self):
+        """NumPy integers pass the checks above; keep Python's int and float,
+        which the checkpoint's JSON record can hold."""
+        for name in ("vocab_size", "src_vocab_size", "d_model", "h", "N", "d_ff", "max_len",
+                     "pad_id"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, int(getattr(self, name)))  # frozen dataclass
+        object.__setattr__(self, "dropout", float(self.dropout))
 
     @property
     def source_vocab_size(self):
