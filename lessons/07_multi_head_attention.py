@@ -15,7 +15,8 @@
 # 2. why the key projection has no bias;
 # 3. heads that attend to different things, built by hand;
 # 4. the parameter count, $4 d_\text{model}^2$ whatever the number of heads;
-# 5. the gradient check.
+# 5. four projections or one fused product, and why minitrans keeps four;
+# 6. the gradient check.
 
 # %%
 import matplotlib.pyplot as plt
@@ -57,6 +58,14 @@ print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.b
 # | reshape: concatenate the heads | $(B, T, d_\text{model})$ |
 # | output projection: $\cdot W^O + b^O$ | $(B, T, d_\text{model})$ |
 #
+# The four projections are four `Linear` layers (lesson 1's $y = xW + b$),
+# named after the paper's matrices as Figure 2 draws them: `layer.W_Q`,
+# `layer.W_K`, `layer.W_V`, `layer.W_O`. Each holds its weight `W` and bias
+# `b`, so the layer's parameters are called `W_Q.W` ($W^Q$), `W_Q.b` ($b^Q$),
+# and so on, and its forward reads as the table: `Q =
+# self.split_heads(self.W_Q.forward(x))`, attention, `self.W_O.forward(
+# self.merge_heads(heads))`.
+#
 # ## By hand, from the layer's own parameters
 #
 # A layer with $d_\text{model} = 8$ and $h = 2$ heads ($d_k = 4$), its
@@ -66,7 +75,7 @@ print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.b
 # %%
 layer = minitrans.MultiHeadAttention(d_model=8, h=2, rng=0)
 randomise_params(layer, np.random.default_rng(0))     # non-zero biases too
-p = {name: minitrans.to_numpy(value) for name, value in layer.params.items()}
+p = {name: minitrans.to_numpy(value) for name, value, _ in layer.named_parameters()}
 print({name: value.shape for name, value in p.items()})
 
 x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(np.float32)   # (B, T, d_model)
@@ -79,9 +88,9 @@ def show(label, array):
 
 
 show("x", x)
-Q = x @ p["W_Q"] + p["b_Q"]            # (B, T, d_model)
-K = x @ p["W_K"]                       # no key bias: see below
-V = x @ p["W_V"] + p["b_V"]
+Q = x @ p["W_Q.W"] + p["W_Q.b"]            # (B, T, d_model)
+K = x @ p["W_K.W"]                       # no key bias: see below
+V = x @ p["W_V.W"] + p["W_V.b"]
 show("Q = x W_Q + b_Q", Q)
 Q4, K4, V4 = (a.reshape(B, T, h, d_k) for a in (Q, K, V))
 show("reshape to (B, T, h, d_k)", Q4)
@@ -95,7 +104,7 @@ back = heads.swapaxes(1, 2)
 show("swap back to (B, T, h, d_k)", back)
 concat = back.reshape(B, T, d_model)
 show("concatenate to (B, T, d_model)", concat)
-by_hand = concat @ p["W_O"] + p["b_O"]
+by_hand = concat @ p["W_O.W"] + p["W_O.b"]
 show("output = concat W_O + b_O", by_hand)
 
 from_layer = minitrans.to_numpy(layer.forward(minitrans.from_host(x)))
@@ -111,9 +120,9 @@ print("\nsame as layer.forward(x):", np.allclose(by_hand, from_layer, atol=1e-5)
 i = 1
 cols = slice(i * d_k, (i + 1) * d_k)
 head_alone = minitrans.to_numpy(attention.forward(
-    minitrans.from_host(x @ p["W_Q"][:, cols] + p["b_Q"][cols]),     # x W_1^Q: (B, T, d_k)
-    minitrans.from_host(x @ p["W_K"][:, cols]),
-    minitrans.from_host(x @ p["W_V"][:, cols] + p["b_V"][cols])))
+    minitrans.from_host(x @ p["W_Q.W"][:, cols] + p["W_Q.b"][cols]),     # x W_1^Q: (B, T, d_k)
+    minitrans.from_host(x @ p["W_K.W"][:, cols]),
+    minitrans.from_host(x @ p["W_V.W"][:, cols] + p["W_V.b"][cols])))
 print("head 1 on its own:", head_alone.shape, "| equal to heads[:, 1]:",
       np.allclose(head_alone, heads[:, i], atol=1e-6))
 
@@ -202,8 +211,8 @@ for t, word in enumerate(sentence):
 x[:, 12:] = rng.standard_normal((T, 12))            # everything else, features 12..23
 
 heads_layer = minitrans.MultiHeadAttention(d_model, h, rng=0)
-W_Q = minitrans.to_numpy(heads_layer.params["W_Q"]).copy()     # (d_model, d_model), Xavier
-W_K = minitrans.to_numpy(heads_layer.params["W_K"]).copy()
+W_Q = minitrans.to_numpy(heads_layer.W_Q.params["W"]).copy()   # (d_model, d_model), Xavier
+W_K = minitrans.to_numpy(heads_layer.W_K.params["W"]).copy()
 b_Q = np.zeros(d_model)
 c = 20.0
 W_Q[:, :18] = 0.0                                   # heads 0, 1, 2: written by hand
@@ -219,9 +228,9 @@ for w in range(len(vocabulary)):                    # head 2 (columns 12..17): t
     W_K[6 + w, 12 + w] = 1.0
 # head 3 (columns 18..23) keeps its random initial values
 
-heads_layer.params["W_Q"] = minitrans.from_host(W_Q)
-heads_layer.params["W_K"] = minitrans.from_host(W_K)
-heads_layer.params["b_Q"] = minitrans.from_host(b_Q)
+heads_layer.W_Q.params["W"] = minitrans.from_host(W_Q)
+heads_layer.W_K.params["W"] = minitrans.from_host(W_K)
+heads_layer.W_Q.params["b"] = minitrans.from_host(b_Q)
 out = heads_layer.forward(minitrans.from_host(x[None]))             # (1, T, d_model)
 weights = minitrans.to_numpy(heads_layer.attention.attention_weights)[0]   # (h, T, T)
 print("output:", out.shape, "| weights of every head:", weights.shape)
@@ -276,7 +285,7 @@ for h in [1, 2, 4, 8, 16]:
     print(f"h = {h:2d}, d_k = {d_model // h:3d}: {count:,} parameters")
 
 # %% [markdown]
-# ## Three projections in one product
+# ## Four projections, or one fused product?
 #
 # In self-attention $Q$, $K$ and $V$ are all projections of the same $x$.
 # Three products $x W^Q$, $x W^K$, $x W^V$ are the same arithmetic as one
@@ -285,18 +294,22 @@ for h in [1, 2, 4, 8, 16]:
 # $$x\,[W^Q \mid W^K \mid W^V] = [x W^Q \mid x W^K \mid x W^V],$$
 #
 # because each column of the result only ever sees its own column of the
-# weights. The layer computes it that way (`_project_together`): one
-# $(d_\text{model}, 3 d_\text{model})$ product hands the matrix library one
-# large job instead of three smaller ones. The backward gains more: the
-# gradient of $x$ is $dQ\,W^{Q\top} + dK\,W^{K\top} + dV\,W^{V\top}$, three
-# products and two sums, or one product
-# $[dQ \mid dK \mid dV]\,[W^Q \mid W^K \mid W^V]^\top$. The weights stay
-# three parameters; only the product is shared. Cross-attention does the
-# same for $K$ and $V$ of the encoder output.
+# weights. nanoGPT (`c_attn`) and llm.c (`qkvw`) store the three as one
+# $(d_\text{model}, 3 d_\text{model})$ matrix and make one product: the
+# matrix library gets one large job instead of three smaller ones, and the
+# backward's $dx = dQ\,W^{Q\top} + dK\,W^{K\top} + dV\,W^{V\top}$ becomes
+# one product $[dQ \mid dK \mid dV]\,[W^Q \mid W^K \mid W^V]^\top$.
+#
+# minitrans keeps the four separate `Linear` layers. They are what Figure 2
+# draws and what you can check against the equations line by line, and the
+# fused product was measured here at only about 1% of a training step
+# (benchmarks/README.md): the products are already large. The backward then
+# sums the three uses of $x$ explicitly, `dx = dQ W_Q^T + dK W_K^T + dV
+# W_V^T`, which is the equation itself. The identity above, checked:
 
 # %%
 layer = minitrans.MultiHeadAttention(d_model=8, h=2, rng=0)
-W = {name: minitrans.to_numpy(layer.params[f"W_{name}"]) for name in "QKV"}
+W = {name: minitrans.to_numpy(getattr(layer, f"W_{name}").params["W"]) for name in "QKV"}
 x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(np.float32)   # (B, T, d_model)
 side_by_side = np.concatenate([W["Q"], W["K"], W["V"]], axis=1)           # (d_model, 3 d_model)
 QKV = x @ side_by_side                                                    # (B, T, 3 d_model)
@@ -306,10 +319,10 @@ for i, name in enumerate("QKV"):
     print(f"  columns {i * 8}:{(i + 1) * 8} equal x W_{name}:", np.allclose(block, x @ W[name], atol=1e-5))
 
 # %% [markdown]
-# How much does it save? On a (2048, 256) batch of positions, the size of
+# How much would it save? On a (2048, 256) batch of positions, the size of
 # a training step of a mid-sized model, the three products against the one
 # (timings depend on the machine; on two cores the one product is usually
-# somewhat faster, and the backward's saving is larger):
+# somewhat faster, but the whole step has far larger costs):
 
 # %%
 import timeit
@@ -358,7 +371,8 @@ with minitrans.using(dtype="float64"):
 # * Multi-head attention runs $h$ attentions of size $d_k = d_\text{model}/h$
 #   side by side, concatenates their outputs and mixes them with $W^O$.
 # * In code the $h$ projections are one $(d_\text{model}, d_\text{model})$
-#   matrix; a reshape to $(B, T, h, d_k)$ and a swap to $(B, h, T, d_k)$
+#   matrix, one `Linear` layer each for $W^Q$, $W^K$, $W^V$, $W^O$ (named
+#   `W_Q`, ...); a reshape to $(B, T, h, d_k)$ and a swap to $(B, h, T, d_k)$
 #   give every head its block, and the reverse steps concatenate them.
 # * A key bias would add a constant to each row of scores, which softmax
 #   ignores, so it is left out; its gradient would always be zero.
@@ -366,9 +380,10 @@ with minitrans.using(dtype="float64"):
 #   (position, identity, anything $W^Q$ and $W^K$ can express).
 # * The layer has $4 d_\text{model}^2$ weights (plus biases) for any $h$, and
 #   its backward passes the gradient check, with and without a mask.
-# * The projections of one input run as one product with the weights side
-#   by side, $x\,[W^Q \mid W^K \mid W^V]$: the same numbers, one larger
-#   matrix product, and a backward with one product for $dx$.
+# * The projections of one input could run as one product with the weights
+#   side by side, $x\,[W^Q \mid W^K \mid W^V]$: the same numbers. minitrans
+#   keeps four `Linear` layers, as Figure 2 draws them, because the fused
+#   product gained only about 1% of a step.
 #
 # **Next:** lesson 8, cross-attention: the decoder's queries read the
 # encoder's output.

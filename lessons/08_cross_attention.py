@@ -214,10 +214,11 @@ mask_words = padding_mask(minitrans.to_device(np.array([[5, 6, 7, 8, PAD]])), PA
 
 hand_made = MultiHeadAttention(d_model, 1, rng=0)
 c = 4 * math.sqrt(d_model)
-for name, value in [("W_Q", c * eye), ("W_K", eye), ("W_V", eye), ("W_O", eye)]:
-    hand_made.params[name] = minitrans.from_host(value)
-for name in ("b_Q", "b_V", "b_O"):
-    hand_made.params[name] = minitrans.from_host(np.zeros(d_model))
+for linear, W in [(hand_made.W_Q, c * eye), (hand_made.W_K, eye), (hand_made.W_V, eye),
+                  (hand_made.W_O, eye)]:
+    linear.params["W"] = minitrans.from_host(W)
+    if "b" in linear.params:                             # W_K has no bias
+        linear.params["b"] = minitrans.from_host(np.zeros(d_model))
 
 x_words, memory_words = minitrans.from_host(decoder_words), minitrans.from_host(memory_words)
 hand_made.forward(x_words, memory_words, mask=mask_words)

@@ -10,7 +10,11 @@
 # and §5.4 adds that dropout is applied to the sub-layer's output before the
 # addition. Two ideas are packed in there: the **residual connection**
 # $x + F(x)$ (He et al., 2016) and **layer normalisation** (Ba, Kiros and
-# Hinton, 2016). minitrans implements the wrapper as `SublayerConnection`.
+# Hinton, 2016). minitrans implements the wrapper as `AddNorm`: it holds the
+# layer norm and the dropout, and is handed the sub-layer $F$ at each call,
+# `add_norm.forward(x, F)`. The sub-layer itself sits beside it in the encoder
+# or decoder layer: `layer.self_attn` is the attention, `layer.self_attn_norm`
+# its Add & Norm.
 #
 # In this lesson:
 #
@@ -28,7 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans import FeedForward, LayerNorm, SublayerConnection
+from minitrans import AddNorm, FeedForward, LayerNorm
 
 # %% [markdown]
 # ## The residual connection
@@ -53,7 +57,7 @@ from minitrans import FeedForward, LayerNorm, SublayerConnection
 # (§3.1: "all sub-layers in the model, as well as the embedding layers, produce
 # outputs of dimension $d_\text{model} = 512$").
 #
-# `SublayerConnection` with `pre_norm=True` and `dropout=0` computes exactly
+# `AddNorm` with `pre_norm=True` and `dropout=0` computes exactly
 # $y = x + F(x)$ with $F(x) = \text{FFN}(\text{LayerNorm}(x))$ (pre-norm is
 # explained below). So we can check the identity numerically: build the
 # Jacobian of the whole connection and the Jacobian of $F$ alone by central
@@ -63,14 +67,15 @@ from minitrans import FeedForward, LayerNorm, SublayerConnection
 # %%
 d = 6
 with minitrans.using(dtype="float64"):
-    residual = SublayerConnection(FeedForward(d, 4 * d, rng=0), d, dropout=0.0, pre_norm=True)
+    ffn = FeedForward(d, 4 * d, rng=0)
+    residual = AddNorm(d, dropout=0.0, pre_norm=True)
     x0 = np.random.default_rng(0).standard_normal((1, 1, d))  # one position: (B=1, T=1, d)
 
     def whole(v):  # y = x + F(x)
-        return minitrans.to_numpy(residual.forward(minitrans.from_host(v)))
+        return minitrans.to_numpy(residual.forward(minitrans.from_host(v), ffn))
 
     def branch(v):  # F(x) = FFN(LayerNorm(x)), the same layers, called on their own
-        return minitrans.to_numpy(residual.sublayer.forward(residual.norm.forward(minitrans.from_host(v))))
+        return minitrans.to_numpy(ffn.forward(residual.layer_norm.forward(minitrans.from_host(v))))
 
     def numeric_jacobian(f, v, step=1e-5):
         J = np.zeros((d, d))  # J[i, k] = d f_i / d v_k
@@ -111,11 +116,11 @@ with minitrans.using(dtype="float64"):
     x = minitrans.from_host(rng.standard_normal((2, 3, d)))
     dy = minitrans.from_host(rng.standard_normal((2, 3, d)))
 
-    residual.forward(x)
-    dx = residual.backward(dy)  # dL/dx through the connection
+    residual.forward(x, ffn)
+    dx = residual.backward(dy)  # dL/dx through the connection (it calls ffn.backward)
 
-    residual.sublayer.forward(residual.norm.forward(x))
-    dx_branch = residual.norm.backward(residual.sublayer.backward(dy))  # dL/dy dF/dx
+    ffn.forward(residual.layer_norm.forward(x))
+    dx_branch = residual.layer_norm.backward(ffn.backward(dy))  # dL/dy dF/dx
 
 print("max |dx - (dy + dx_branch)| =", float(np.abs(minitrans.to_numpy(dx - (dy + dx_branch))).max()))
 
@@ -281,7 +286,7 @@ print("one position, layer norm:", np.round(layer_norm(one_position).ravel(), 3)
 # \frac{\partial\, \text{LN}}{\partial s}$: every layer's norm sits on the
 # gradient's path. Pre-norm trains deep stacks more easily, often without the
 # learning-rate warm-up; post-norm is what the paper used. minitrans has both
-# (`pre_norm=True` in `SublayerConnection` or `ModelConfig`).
+# (`pre_norm=True` in `AddNorm` or `ModelConfig`).
 #
 # One visible difference: a post-norm stack's output is always normalised,
 # while a pre-norm stack's residual stream $x$ is never normalised and grows as
@@ -293,12 +298,12 @@ print("one position, layer norm:", np.round(layer_norm(one_position).ravel(), 3)
 # %%
 def stream_rms(pre_norm, depth=24, d_model=32, seed=0):
     layer_rng = np.random.default_rng(seed)
-    blocks = [SublayerConnection(FeedForward(d_model, 4 * d_model, rng=layer_rng), d_model,
-                                 dropout=0.0, pre_norm=pre_norm) for _ in range(depth)]
+    blocks = [(FeedForward(d_model, 4 * d_model, rng=layer_rng),
+               AddNorm(d_model, dropout=0.0, pre_norm=pre_norm)) for _ in range(depth)]
     h = minitrans.from_host(layer_rng.standard_normal((4, 10, d_model)))   # (B, T, d_model)
     rms = [float(np.sqrt((minitrans.to_numpy(h) ** 2).mean()))]
-    for block in blocks:
-        h = block.forward(h)
+    for ffn_block, add_norm in blocks:
+        h = add_norm.forward(h, ffn_block)
         rms.append(float(np.sqrt((minitrans.to_numpy(h) ** 2).mean())))
     return rms
 
@@ -320,8 +325,9 @@ plt.show()
 # ## Gradient checks
 #
 # First `LayerNorm` alone, with randomised $\gamma$ and $\beta$ (at 1 and 0 a
-# backward that mixed them up could pass), then the whole `SublayerConnection`
-# around a feed-forward network: post-norm with dropout 0.2 (the check reuses
+# backward that mixed them up could pass), then an `AddNorm` and the
+# feed-forward network it wraps, checked together as one layer
+# (`SublayerWithAddNorm`): post-norm with dropout 0.2 (the check reuses
 # the same dropout mask at every evaluation) and pre-norm. The backward of
 # layer norm has to account for $\mu$ and $\sigma$ depending on every $x_i$:
 #
@@ -334,7 +340,7 @@ plt.show()
 
 # %%
 from minitrans.tools.gradcheck import check_layer, format_table
-from minitrans.tools.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck_report import SublayerWithAddNorm, randomise_params
 
 with minitrans.using(dtype="float64"):
     check_rng = np.random.default_rng(0)
@@ -345,9 +351,9 @@ with minitrans.using(dtype="float64"):
     layers = [
         ("LayerNorm", LayerNorm(4)),
         ("Add & Norm, post-norm, dropout 0.2",
-         SublayerConnection(FeedForward(4, 16, rng=0), 4, dropout=0.2, pre_norm=False, rng=1)),
+         SublayerWithAddNorm(FeedForward(4, 16, rng=0), AddNorm(4, dropout=0.2, rng=1))),
         ("Add & Norm, pre-norm",
-         SublayerConnection(FeedForward(4, 16, rng=0), 4, dropout=0.0, pre_norm=True)),
+         SublayerWithAddNorm(FeedForward(4, 16, rng=0), AddNorm(4, dropout=0.0, pre_norm=True))),
     ]
     results = []
     for label, layer in layers:

@@ -49,6 +49,11 @@ from minitrans.ops.softmax import softmax
 # $$(B, T, d_\text{model}) \xrightarrow{\;W_1,\, b_1,\, \text{ReLU}\;} (B, T, d_\text{ff})
 # \xrightarrow{\;W_2,\, b_2\;} (B, T, d_\text{model}).$$
 #
+# In code it reads as that line: `FeedForward` holds two `Linear` layers
+# (lesson 1), named after the paper's weights, and its forward is
+# `self.W_2.forward(relu(self.W_1.forward(x)))`. Its parameters are called
+# `W_1.W` ($W_1$), `W_1.b` ($b_1$), `W_2.W` and `W_2.b`.
+#
 # Small as it looks, it holds two thirds of an encoder layer's parameters:
 # twice as many as the multi-head attention beside it.
 
@@ -89,14 +94,14 @@ print("shuffled input -> shuffled output, max difference:", float(np.abs(minitra
 # terms in another order. The shuffle gives exactly the same rows.
 #
 # What does the hidden layer look like? `forward` keeps the ReLU output
-# $\max(0, xW_1 + b_1)$, shape $(B \cdot T, d_\text{ff})$, for the backward,
+# $\max(0, xW_1 + b_1)$, shape $(B, T, d_\text{ff})$, for the backward,
 # which needs to know where the ReLU let the gradient through. With random
 # weights about half of the units are zero at each position, a different half
 # at each:
 
 # %%
 ffn.forward(x)
-hidden = minitrans.to_numpy(ffn.cache[1])        # (B*T, d_ff) = (10, 32)
+hidden = minitrans.to_numpy(ffn.cache).reshape(-1, d_ff)   # (B, T, d_ff) -> (B*T, d_ff) = (10, 32)
 print("hidden:", hidden.shape, "| fraction of zeros:", round(float((hidden == 0).mean()), 2))
 
 fig, ax = plt.subplots(figsize=(7, 3))
@@ -110,8 +115,8 @@ plt.show()
 # %% [markdown]
 # ### Gradient check
 #
-# The backward of the FFN is that of two `Linear` layers (lesson 1) with the
-# ReLU's gradient between them, $\frac{\partial L}{\partial a} =
+# The backward of the FFN is the backward of its two `Linear` layers, in
+# reverse order, with the ReLU's gradient between them, $\frac{\partial L}{\partial a} =
 # \frac{\partial L}{\partial r} \odot [a > 0]$ for $a = xW_1 + b_1$, $r =
 # \max(0, a)$. The ReLU has a kink at 0, where central differences would be
 # wrong; `check_layer` detects it and shrinks its step.
@@ -139,7 +144,11 @@ with minitrans.using(dtype="float64"):
 #
 # The logits are $(B, T, V)$: a score for every word at every position. (The
 # paper shares $W$ with the embedding table, $W = W_E^\top$; `OutputProjection`
-# does that with `tied_to=embedding`.) Training maximises the probability of
+# does that with `tied_to=embedding`. It is the same affine map as `Linear`,
+# computed by the same two functions, `affine_forward` and `affine_backward`
+# of `minitrans/layers/linear.py`; tied, its weight gradient $dW$ is added
+# into the embedding table's gradient as $dW^\top$, where it sums with the
+# gradients of the two embedding lookups.) Training maximises the probability of
 # the right next word $y_t$: the **cross-entropy**, averaged over the $N$
 # target positions,
 #
@@ -409,12 +418,12 @@ check_top_p(my_top_p);
 # %% [markdown]
 # ## What you should now understand
 #
-# * $\text{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$ maps each position on its
-#   own, with the same weights at every position, through a hidden layer of
-#   $d_\text{ff} = 4\,d_\text{model}$ units.
-# * The output layer turns $(B, T, d_\text{model})$ into logits
-#   $(B, T, V)$; log-softmax and cross-entropy score them against the next
-#   word.
+# * $\text{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$, Linear -> ReLU -> Linear,
+#   maps each position on its own, with the same weights at every position,
+#   through a hidden layer of $d_\text{ff} = 4\,d_\text{model}$ units.
+# * The output layer, one more affine map $yW + b$, turns
+#   $(B, T, d_\text{model})$ into logits $(B, T, V)$; log-softmax and
+#   cross-entropy score them against the next word.
 # * Label smoothing trains towards $q = (1 - \epsilon)\,\text{one-hot} +
 #   \epsilon / V$, so the loss is smallest at a confident but not certain
 #   prediction; padded targets are left out of the mean.

@@ -61,9 +61,16 @@ print(f"\n{model.num_parameters():,} parameters")
 
 # %% [markdown]
 # Every parameter has a qualified name: the path of attributes from the model
-# down to the layer, then the paper's name for the array. These names are the
-# keys of the optimiser's state and of checkpoints. The first decoder layer,
-# for example:
+# down to the layer, then the name of the array. The attributes are named
+# after the paper: `self_attn`, `cross_attn` and `feed_forward` are the
+# sub-layers themselves, and `self_attn_norm`, `cross_attn_norm`,
+# `feed_forward_norm` the Add & Norm blocks beside them. Every projection is
+# a `Linear` layer named after its weight in the paper, holding `W` and `b`:
+# `decoder.layers.0.self_attn.W_Q.W` is $W^Q$ of the first decoder layer's
+# self-attention, `decoder.layers.0.feed_forward.W_1.b` is $b_1$ of its
+# feed-forward network, and `decoder.layers.0.cross_attn_norm.layer_norm.gamma`
+# the gain of the layer norm after its cross-attention. These names are the
+# keys of the optimiser's state and of checkpoints. The first decoder layer:
 
 # %%
 for name, value, _ in model.named_parameters():
@@ -95,8 +102,8 @@ for part, count in count_by(model, 4).items():
 # **Counting by formula.** With $d = d_\text{model}$ and vocabulary $V$:
 #
 # * multi-head attention: $W_Q, W_K, W_V, W_O$ of $d \times d$ and biases
-#   $b_Q, b_V, b_O$ (minitrans leaves out the key bias, which softmax would
-#   ignore): $4d^2 + 3d$;
+#   $b_Q, b_V, b_O$ (`W_Q.W`, `W_Q.b`, ...; minitrans leaves out the key
+#   bias, which softmax would ignore): $4d^2 + 3d$;
 # * feed-forward: $2\,d\,d_{ff} + d_{ff} + d$; layer norm: $2d$;
 # * encoder layer: attention + FFN + 2 norms; decoder layer: 2 attentions +
 #   FFN + 3 norms;

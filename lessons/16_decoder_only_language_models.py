@@ -95,8 +95,11 @@ for title, model in (("DecoderOnlyLM", lm), ("Transformer (encoder-decoder)", se
 
 # %%
 def parameters_of_layer(layer):
-    blocks = [(name, getattr(layer, name)) for name in ("self_attn", "cross_attn", "feed_forward")]
-    return {name: block.num_parameters() for name, block in blocks if block is not None}
+    """Each sub-layer's parameters with those of its Add & Norm (`self_attn_norm`, ...)."""
+    blocks = [(getattr(layer, name), getattr(layer, f"{name}_norm"), name)
+              for name in ("self_attn", "cross_attn", "feed_forward")]
+    return {name: sublayer.num_parameters() + add_norm.num_parameters()
+            for sublayer, add_norm, name in blocks if sublayer is not None}
 
 
 print("LM decoder layer:         ", parameters_of_layer(lm.decoder.layers[0]))
@@ -417,7 +420,7 @@ ids = minitrans.to_device(np.array([[BOS_ID] + vocab.encode(sentence.split())]))
 lm.forward(ids)
 maps = lm.attention_maps()
 print(list(maps))
-weights = minitrans.to_numpy(maps["decoder.layers.1.self_attn.sublayer.attention"])[0]  # (h, T, T)
+weights = minitrans.to_numpy(maps["decoder.layers.1.self_attn.attention"])[0]  # (h, T, T)
 future = np.triu(np.ones(weights.shape[1:], dtype=bool), k=1)  # (T, T): True above the diagonal
 print("weights", weights.shape, "(h, T, T) | largest weight above the diagonal:", weights[:, future].max())
 

@@ -90,26 +90,27 @@ print("PyTorch", torch.__version__)
 d_model, h = 8, 2
 rng = np.random.default_rng(0)
 ours = minitrans.MultiHeadAttention(d_model, h, rng=0)
-for value in ours.params.values():            # non-zero biases, so that they are compared too
+for _, value, _ in ours.named_parameters():   # non-zero biases, so that they are compared too
     value += 0.1 * rng.standard_normal(value.shape)
 theirs = torch.nn.MultiheadAttention(d_model, h, batch_first=True, dtype=torch.float64)
 
-print("minitrans:", {name: value.shape for name, value in ours.params.items()})
+print("minitrans:", {name: value.shape for name, value, _ in ours.named_parameters()})
 print("PyTorch:  ", {name: tuple(tensor.shape) for name, tensor in theirs.named_parameters()})
 
 # %% [markdown]
-# Seven arrays against four. Copying our weights into PyTorch means
+# Seven arrays (in the four `Linear` layers `W_Q`, `W_K`, `W_V`, `W_O`)
+# against four. Copying our weights into PyTorch means
 # transposing each matrix and stacking the three input projections;
 # minitrans has no key bias (lesson 7), so its block of `in_proj_bias` is
 # set to zero:
 
 # %%
-P = {name: torch.from_numpy(value) for name, value in ours.params.items()}
+P = {name: torch.from_numpy(value) for name, value, _ in ours.named_parameters()}
 with torch.no_grad():
-    theirs.in_proj_weight.copy_(torch.cat([P["W_Q"].T, P["W_K"].T, P["W_V"].T]))   # (3d, d)
-    theirs.in_proj_bias.copy_(torch.cat([P["b_Q"], torch.zeros(d_model), P["b_V"]]))
-    theirs.out_proj.weight.copy_(P["W_O"].T)
-    theirs.out_proj.bias.copy_(P["b_O"])
+    theirs.in_proj_weight.copy_(torch.cat([P["W_Q.W"].T, P["W_K.W"].T, P["W_V.W"].T]))   # (3d, d)
+    theirs.in_proj_bias.copy_(torch.cat([P["W_Q.b"], torch.zeros(d_model), P["W_V.b"]]))
+    theirs.out_proj.weight.copy_(P["W_O.W"].T)
+    theirs.out_proj.bias.copy_(P["W_O.b"])
 
 # %% [markdown]
 # Now the same self-attention in both, on a batch of two sequences where the
@@ -142,13 +143,13 @@ dW_in, db_in = theirs.in_proj_weight.grad, theirs.in_proj_bias.grad     # (3d, d
 pairs = {                                   # ours, PyTorch's in our layout
     "out":  (out, out_t),
     "dx":   (dx, x_t.grad),
-    "dW_Q": (ours.grads["W_Q"], dW_in[Q].T),
-    "dW_K": (ours.grads["W_K"], dW_in[K].T),
-    "dW_V": (ours.grads["W_V"], dW_in[V].T),
-    "db_Q": (ours.grads["b_Q"], db_in[Q]),
-    "db_V": (ours.grads["b_V"], db_in[V]),
-    "dW_O": (ours.grads["W_O"], theirs.out_proj.weight.grad.T),
-    "db_O": (ours.grads["b_O"], theirs.out_proj.bias.grad),
+    "dW_Q": (ours.W_Q.grads["W"], dW_in[Q].T),
+    "dW_K": (ours.W_K.grads["W"], dW_in[K].T),
+    "dW_V": (ours.W_V.grads["W"], dW_in[V].T),
+    "db_Q": (ours.W_Q.grads["b"], db_in[Q]),
+    "db_V": (ours.W_V.grads["b"], db_in[V]),
+    "dW_O": (ours.W_O.grads["W"], theirs.out_proj.weight.grad.T),
+    "db_O": (ours.W_O.grads["b"], theirs.out_proj.bias.grad),
 }
 for name, (a, t) in pairs.items():
     print(f"{name:5s} relative error {relative_error(a, t.detach().numpy()):.1e}")
@@ -267,12 +268,12 @@ plt.show()
 # one weight, as a backward that forgot a factor of 2 would.
 
 # %%
-model.decoder.layers[0].feed_forward.sublayer.grads["W_2"] *= 0.5
+model.decoder.layers[0].feed_forward.W_2.grads["W"] *= 0.5
 for link in links:
     error = relative_error(link.grad, link.torch_grad().numpy())
     if error > 1e-6:
         print(f"FAIL {link.name}: relative error {error:.1e}")
-model.decoder.layers[0].feed_forward.sublayer.grads["W_2"] *= 2.0      # put it back
+model.decoder.layers[0].feed_forward.W_2.grads["W"] *= 2.0      # put it back
 
 # %% [markdown]
 # It names the parameter, with an error of exactly 0.5: half of every entry

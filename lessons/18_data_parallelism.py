@@ -146,7 +146,7 @@ print(f"largest relative error over {3 * len(analytic)} entries: {worst:.1e}")
 
 # %%
 replica = replicate(model, 1)
-name = "encoder.layers.0.self_attn.sublayer.W_Q"
+name = "encoder.layers.0.self_attn.W_Q.W"
 ours = {n: (param, grad) for n, param, grad in model.named_parameters()}
 theirs = {n: (param, grad) for n, param, grad in replica.named_parameters()}
 print(f"{name}: same parameter array: {ours[name][0] is theirs[name][0]}, "

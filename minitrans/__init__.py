@@ -37,7 +37,7 @@ from minitrans.layers.module import Module
 from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.layers.positional import PositionalEncoding, sinusoidal_table
 from minitrans.layers.projection import OutputProjection
-from minitrans.layers.sublayer import SublayerConnection
+from minitrans.layers.add_norm import AddNorm
 from minitrans.model.config import ModelConfig
 from minitrans.model.decoder import Decoder, DecoderLayer
 from minitrans.model.encoder import Encoder, EncoderLayer

@@ -160,7 +160,7 @@ def nan_inside_the_model(files):
                          out_dir=str(files.folder / "run"))
     trainer = experiment.new_trainer(config, TINY, progress=False, log=lambda message: None)
     weights = {name: value for name, value, _ in trainer.model.named_parameters()}
-    weights["encoder.layers.0.self_attn.sublayer.W_Q"][0, 0] = float("nan")
+    weights["encoder.layers.0.self_attn.W_Q.W"][0, 0] = float("nan")
     trainer.train_step()
 
 
@@ -352,7 +352,7 @@ CATALOGUE = [
     case(lambda f: experiment.new_trainer(TrainConfig(task="sort")), ValueError, "task", "'sort'",
          id="trainer-unknown-task"),
     case(nan_inside_the_model, TrainingError, "step 1", "inside the model",
-         "encoder.layers.0.self_attn.sublayer.W_Q", "NaN", "last good checkpoint",
+         "encoder.layers.0.self_attn.W_Q.W", "NaN", "last good checkpoint",
          id="trainer-nan-weight-inside-the-model"),
     # ---- data
     case(lambda f: read_tsv(f.write("bad.tsv", "a\tb\nno tab here\n")), DataError,

@@ -314,7 +314,7 @@ def test_decode_with_attention_gives_cross_attention_of_the_decoded_sentence(bac
     model, src = make_model(), device(SOURCES)
     tokens, maps = decoding.decode_with_attention(model, src, 8)
     np.testing.assert_array_equal(host(tokens), host(decoding.greedy(model, src, 8)))
-    cross = host(maps["decoder.layers.1.cross_attn.sublayer.attention"])
+    cross = host(maps["decoder.layers.1.cross_attn.attention"])
     assert cross.shape == (3, 2, host(tokens).shape[1], 4)  # (B, h, L, T_src)
     source_is_real = (np.array(SOURCES) != PAD)[:, None, None, :]
     np.testing.assert_allclose((cross * source_is_real).sum(axis=-1), 1.0, rtol=1e-5)

@@ -143,7 +143,7 @@ def test_attention_maps_of_the_last_forward(backend_name, device):
     src, tgt_in = _batch(device)
     model.forward(src, tgt_in)
     maps = model.attention_maps()
-    cross = maps["decoder.layers.1.cross_attn.sublayer.attention"]
+    cross = maps["decoder.layers.1.cross_attn.attention"]
     assert cross.shape == (2, 2, 4, 4)  # (B, h, T_tgt, T_src)
     np.testing.assert_array_equal(minitrans.to_numpy(cross)[1, :, :, 2:], 0.0)  # padding
 

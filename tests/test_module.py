@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.layers.multihead import MultiHeadAttention
-from minitrans.layers.sublayer import SublayerConnection
+from minitrans.model.encoder import EncoderLayer
 from minitrans.tools.gradcheck_report import layer_cases
 
 
@@ -51,13 +50,18 @@ def test_gradients_accumulate_until_zero_grad(backend_name):
 
 
 def test_qualified_parameter_names(backend_name):
-    block = SublayerConnection(MultiHeadAttention(8, 2, rng=0), 8, rng=0)
-    names = [name for name, _, _ in block.named_parameters()]
+    """The sub-layers themselves, as in the paper; their Add & Norm beside them."""
+    layer = EncoderLayer(8, 2, 16, rng=0)
+    names = [name for name, _, _ in layer.named_parameters()]
     assert names == [
-        "sublayer.W_Q", "sublayer.b_Q", "sublayer.W_K", "sublayer.W_V", "sublayer.b_V",
-        "sublayer.W_O", "sublayer.b_O", "norm.gamma", "norm.beta",
+        "self_attn.W_Q.W", "self_attn.W_Q.b", "self_attn.W_K.W", "self_attn.W_V.W",
+        "self_attn.W_V.b", "self_attn.W_O.W", "self_attn.W_O.b",
+        "self_attn_norm.layer_norm.gamma", "self_attn_norm.layer_norm.beta",
+        "feed_forward.W_1.W", "feed_forward.W_1.b", "feed_forward.W_2.W", "feed_forward.W_2.b",
+        "feed_forward_norm.layer_norm.gamma", "feed_forward_norm.layer_norm.beta",
     ]
-    assert block.num_parameters() == 4 * 64 + 3 * 8 + 2 * 8
+    attention, norms, ffn = 4 * 64 + 3 * 8, 2 * 2 * 8, 2 * 8 * 16 + 16 + 8
+    assert layer.num_parameters() == attention + norms + ffn
 
 
 def test_lists_of_modules_are_children(backend_name):
@@ -71,7 +75,7 @@ def test_lists_of_modules_are_children(backend_name):
 
 
 def test_train_and_eval_switch_every_child(backend_name):
-    block = SublayerConnection(minitrans.FeedForward(4, 8), 4, dropout=0.5)
+    block = EncoderLayer(4, 2, 8, dropout=0.5)
     block.eval()
     assert not any(m.training for m in block.modules())
     block.train()

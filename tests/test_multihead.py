@@ -25,12 +25,15 @@ def tgt_ids(device):
 
 def host_multihead(layer, x, memory=None, mask=None):
     """The paper's formula, one head at a time, on the host in float64."""
-    p = {name: minitrans.to_numpy(value).astype(np.float64) for name, value in layer.params.items()}
+    p = {
+        name: minitrans.to_numpy(value).astype(np.float64)
+        for name, value, _ in layer.named_parameters()
+    }
     x = minitrans.to_numpy(x).astype(np.float64)
     memory = x if memory is None else minitrans.to_numpy(memory).astype(np.float64)
-    Q = x @ p["W_Q"] + p["b_Q"]
-    K = memory @ p["W_K"]
-    V = memory @ p["W_V"] + p["b_V"]
+    Q = x @ p["W_Q.W"] + p["W_Q.b"]
+    K = memory @ p["W_K.W"]
+    V = memory @ p["W_V.W"] + p["W_V.b"]
     d_k = layer.d_model // layer.h
     allowed = None
     if mask is not None:
@@ -45,7 +48,7 @@ def host_multihead(layer, x, memory=None, mask=None):
             scores = np.where(allowed, scores, -np.inf)
         e = np.exp(scores - scores.max(axis=-1, keepdims=True))
         heads.append((e / e.sum(axis=-1, keepdims=True)) @ V[..., block])
-    return np.concatenate(heads, axis=-1) @ p["W_O"] + p["b_O"]
+    return np.concatenate(heads, axis=-1) @ p["W_O.W"] + p["W_O.b"]
 
 
 # ------------------------------------------------------------ gradients
@@ -54,7 +57,9 @@ def host_multihead(layer, x, memory=None, mask=None):
 def test_gradcheck_self_attention(float64, randn):
     layer = randomise_params(MultiHeadAttention(D_MODEL, H, rng=0), np.random.default_rng(0))
     results = assert_gradcheck(layer, randn(B, T_Q, D_MODEL))
-    assert {r.tensor for r in results} == {"x", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_V", "b_O"}
+    assert {r.tensor for r in results} == {
+        "x", "W_Q.W", "W_K.W", "W_V.W", "W_O.W", "W_Q.b", "W_V.b", "W_O.b"
+    }
 
 
 def test_gradcheck_masked_self_attention(float64, randn, device):
@@ -167,12 +172,20 @@ def test_padded_memory_positions_do_not_influence_the_output(backend_name, randn
 
 def test_params_have_no_key_bias_and_grads_match_params(backend_name):
     layer = MultiHeadAttention(D_MODEL, H, rng=0)
-    assert set(layer.params) == {"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_V", "b_O"}
-    assert set(layer.grads) == set(layer.params)
-    for name, value in layer.params.items():
-        expected = (D_MODEL, D_MODEL) if name.startswith("W_") else (D_MODEL,)
+    names = {name for name, _, _ in layer.named_parameters()}
+    assert names == {"W_Q.W", "W_Q.b", "W_K.W", "W_V.W", "W_V.b", "W_O.W", "W_O.b"}
+    for name, value, grad in layer.named_parameters():
+        expected = (D_MODEL, D_MODEL) if name.endswith(".W") else (D_MODEL,)
         assert tuple(value.shape) == expected, name
-        assert tuple(layer.grads[name].shape) == expected, name
+        assert tuple(grad.shape) == expected, name
+
+
+def test_four_linear_layers_as_figure_2_draws_them(backend_name):
+    layer = MultiHeadAttention(D_MODEL, H, rng=0)
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        assert isinstance(getattr(layer, name), minitrans.Linear), name
+    assert "b" not in layer.W_K.params  # softmax ignores a key bias
+    assert layer.params == {}  # every parameter lives in a Linear
 
 
 def test_gradients_accumulate_and_zero_grad_resets_them(backend_name, randn, device):
@@ -262,7 +275,7 @@ def test_memory_with_other_batch_size_is_rejected(backend_name, randn):
 def test_float32_x_into_float64_layer_is_rejected(backend_name, randn):
     with minitrans.using(dtype="float64"):
         layer = MultiHeadAttention(D_MODEL, H, rng=0)
-    assert layer.params["W_Q"].dtype == np.float64
+    assert layer.W_Q.params["W"].dtype == np.float64
     x = randn(B, T_Q, D_MODEL)
     assert x.dtype == np.float32
     with pytest.raises(TypeError, match=r"^x\b"):
@@ -272,19 +285,3 @@ def test_float32_x_into_float64_layer_is_rejected(backend_name, randn):
 def test_backward_before_forward_raises_runtime_error(backend_name, randn):
     with pytest.raises(RuntimeError, match="forward"):
         MultiHeadAttention(D_MODEL, H, rng=0).backward(randn(B, T_Q, D_MODEL))
-
-
-@pytest.mark.parametrize("names", ["QKV", "KV"])
-def test_projecting_together_equals_one_matrix_at_a_time(float64, randn, names):
-    """[x W_Q + b_Q | x W_K | x W_V + b_V] from one product is the three plain
-    products side by side."""
-    layer = randomise_params(MultiHeadAttention(8, 2, rng=0), np.random.default_rng(1))
-    x_2d = randn(6, 8)
-    together = layer._project_together(x_2d, names)
-    for name, block in zip(names, together):
-        np.testing.assert_allclose(
-            minitrans.to_numpy(block),
-            minitrans.to_numpy(layer._project(x_2d, name)),
-            rtol=1e-12,
-            atol=1e-12,
-        )

@@ -157,8 +157,8 @@ def test_the_gradient_comparison_fails_on_a_wrong_backward(float64):
     src, tgt = ids(rng, 2, 6, [6, 4]), ids(rng, 2, 6, [6, 5])
     run_both(model, torch_model, (src, tgt[:, :-1]), tgt[:, 1:])
     assert_gradients_match(model, torch_model)  # right first
-    model.decoder.layers[0].feed_forward.sublayer.grads["W_2"] *= 0.5
-    with pytest.raises(AssertionError, match="decoder.layers.0.feed_forward.sublayer.W_2"):
+    model.decoder.layers[0].feed_forward.W_2.grads["W"] *= 0.5
+    with pytest.raises(AssertionError, match=r"decoder\.layers\.0\.feed_forward\.W_2\.W"):
         assert_gradients_match(model, torch_model)
 
 
@@ -260,20 +260,19 @@ def _torch_mha(layer):
     mha = torch.nn.MultiheadAttention(layer.d_model, layer.h, batch_first=True)
     d = layer.d_model
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([t(layer.params[f"W_{n}"]).T for n in "QKV"]))
-        mha.in_proj_bias.copy_(
-            torch.cat([t(layer.params["b_Q"]), torch.zeros(d), t(layer.params["b_V"])])
-        )
-        mha.out_proj.weight.copy_(t(layer.params["W_O"]).T)
-        mha.out_proj.bias.copy_(t(layer.params["b_O"]))
+        W_Q, W_K, W_V, W_O = layer.W_Q.params, layer.W_K.params, layer.W_V.params, layer.W_O.params
+        mha.in_proj_weight.copy_(torch.cat([t(W_Q["W"]).T, t(W_K["W"]).T, t(W_V["W"]).T]))
+        mha.in_proj_bias.copy_(torch.cat([t(W_Q["b"]), torch.zeros(d), t(W_V["b"])]))
+        mha.out_proj.weight.copy_(t(W_O["W"]).T)
+        mha.out_proj.bias.copy_(t(W_O["b"]))
     return mha
 
 
 @pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
 def test_multi_head_attention_matches_torch(float64, randn, cross):
     layer = MultiHeadAttention(16, 4, rng=10)
-    for name in layer.params:  # non-zero biases, so that they are checked too
-        layer.params[name] += 0.1 * randn(*layer.params[name].shape)
+    for _, value, _ in layer.named_parameters():  # non-zero biases, so they are checked too
+        value += 0.1 * randn(*value.shape)
     x, memory = randn(3, 5, 16), randn(3, 7, 16)
     lengths = [7, 4, 1]
     key_ids = np.array([[1] * n + [PAD] * (7 - n) for n in lengths])
@@ -295,13 +294,13 @@ def test_multi_head_attention_matches_torch(float64, randn, cross):
     if cross:
         close(dmemory, tkeys.grad)
     d = layer.d_model
-    close(layer.grads["W_Q"], mha.in_proj_weight.grad[:d].T)
-    close(layer.grads["W_K"], mha.in_proj_weight.grad[d:2 * d].T)
-    close(layer.grads["W_V"], mha.in_proj_weight.grad[2 * d:].T)
-    close(layer.grads["b_Q"], mha.in_proj_bias.grad[:d])
-    close(layer.grads["b_V"], mha.in_proj_bias.grad[2 * d:])
-    close(layer.grads["W_O"], mha.out_proj.weight.grad.T)
-    close(layer.grads["b_O"], mha.out_proj.bias.grad)
+    close(layer.W_Q.grads["W"], mha.in_proj_weight.grad[:d].T)
+    close(layer.W_K.grads["W"], mha.in_proj_weight.grad[d:2 * d].T)
+    close(layer.W_V.grads["W"], mha.in_proj_weight.grad[2 * d:].T)
+    close(layer.W_Q.grads["b"], mha.in_proj_bias.grad[:d])
+    close(layer.W_V.grads["b"], mha.in_proj_bias.grad[2 * d:])
+    close(layer.W_O.grads["W"], mha.out_proj.weight.grad.T)
+    close(layer.W_O.grads["b"], mha.out_proj.bias.grad)
 
 
 def test_layer_norm_matches_torch(float64, randn):

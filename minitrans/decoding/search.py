@@ -114,7 +114,7 @@ def decode_with_attention(model, src, max_len, bos_id=1, eos_id=2, pad_id=0):
     The forward gets <bos> + tokens[:, :-1], the inputs of the decoding
     steps, so row t of each map is the attention while token t was produced.
     Returns tokens (B, L) and ``model.attention_maps()``: (B, h, L, T) by
-    layer name, e.g. "decoder.layers.0.cross_attn.sublayer.attention".
+    layer name, e.g. "decoder.layers.0.cross_attn.attention".
     """
     xp = backend.get_xp()
     tokens = greedy(model, src, max_len, bos_id, eos_id, pad_id)

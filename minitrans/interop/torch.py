@@ -14,11 +14,11 @@ gradient against autograd in float64.
 How the weights correspond (minitrans computes x W, PyTorch x W^T):
 
     minitrans                          PyTorch
-    W_Q, W_K, W_V  (d, d) each         in_proj_weight (3d, d): [W_Q^T; W_K^T; W_V^T]
-    b_Q, b_V                           in_proj_bias (3d,): [b_Q; b_K; b_V]
-    W_O, b_O                           out_proj.weight = W_O^T, out_proj.bias
-    FFN W_1, b_1, W_2, b_2             linear1.weight = W_1^T, ..., linear2.bias
-    LayerNorm gamma, beta              norm.weight, norm.bias
+    W_Q.W, W_K.W, W_V.W (d, d) each    in_proj_weight (3d, d): [W_Q^T; W_K^T; W_V^T]
+    W_Q.b, W_V.b                       in_proj_bias (3d,): [b_Q; b_K; b_V]
+    W_O.W, W_O.b                       out_proj.weight = W_O^T, out_proj.bias
+    FFN W_1.W, W_1.b, W_2.W, W_2.b     linear1.weight = W_1^T, ..., linear2.bias
+    *_norm.layer_norm gamma, beta      norm1/2/3.weight, norm1/2/3.bias
     Embedding W_E (V, d)               nn.Embedding.weight (V, d)
     OutputProjection W (d, V), b       generator.weight = W^T, generator.bias
 
@@ -102,13 +102,14 @@ class ParameterLink:
 def _attention_links(prefix, mha, torch_mha):
     d = mha.d_model
     for name, rows in (("Q", slice(0, d)), ("K", slice(d, 2 * d)), ("V", slice(2 * d, 3 * d))):
+        linear = getattr(mha, f"W_{name}")
         yield ParameterLink(
-            f"{prefix}W_{name}", mha, f"W_{name}", torch_mha.in_proj_weight, rows, True
+            f"{prefix}W_{name}.W", linear, "W", torch_mha.in_proj_weight, rows, True
         )
-        if name != "K":  # minitrans has no key bias
-            yield ParameterLink(f"{prefix}b_{name}", mha, f"b_{name}", torch_mha.in_proj_bias, rows)
-    yield ParameterLink(f"{prefix}W_O", mha, "W_O", torch_mha.out_proj.weight, transpose=True)
-    yield ParameterLink(f"{prefix}b_O", mha, "b_O", torch_mha.out_proj.bias)
+        if "b" in linear.params:  # minitrans has no key bias
+            yield ParameterLink(f"{prefix}W_{name}.b", linear, "b", torch_mha.in_proj_bias, rows)
+    yield ParameterLink(f"{prefix}W_O.W", mha.W_O, "W", torch_mha.out_proj.weight, transpose=True)
+    yield ParameterLink(f"{prefix}W_O.b", mha.W_O, "b", torch_mha.out_proj.bias)
 
 
 def _norm_links(prefix, norm, torch_norm):
@@ -117,29 +118,36 @@ def _norm_links(prefix, norm, torch_norm):
 
 
 def _feed_forward_links(prefix, ffn, torch_layer):
-    for i, linear in ((1, torch_layer.linear1), (2, torch_layer.linear2)):
-        yield ParameterLink(f"{prefix}W_{i}", ffn, f"W_{i}", linear.weight, transpose=True)
-        yield ParameterLink(f"{prefix}b_{i}", ffn, f"b_{i}", linear.bias)
+    for name, linear, torch_linear in (
+        ("W_1", ffn.W_1, torch_layer.linear1), ("W_2", ffn.W_2, torch_layer.linear2)
+    ):
+        yield ParameterLink(f"{prefix}{name}.W", linear, "W", torch_linear.weight, transpose=True)
+        yield ParameterLink(f"{prefix}{name}.b", linear, "b", torch_linear.bias)
 
 
 def _layer_links(prefix, layer, torch_layer):
     """A minitrans encoder or decoder layer and PyTorch's: the sub-layers in
-    order, each with the LayerNorm of its Add & Norm (norm1, norm2, norm3)."""
-    blocks = [("self_attn", layer.self_attn, torch_layer.self_attn)]
-    if getattr(layer, "cross_attn", None) is not None:
-        blocks.append(("cross_attn", layer.cross_attn, torch_layer.multihead_attn))
-    for index, (name, block, torch_mha) in enumerate(blocks, start=1):
-        yield from _attention_links(f"{prefix}{name}.sublayer.", block.sublayer, torch_mha)
+    order, each followed by the LayerNorm of its Add & Norm (norm1, norm2,
+    norm3)."""
+    names = ["self_attn", "cross_attn", "feed_forward"]
+    torch_names = ["self_attn", "multihead_attn", None]
+    index = 0
+    for name, torch_name in zip(names, torch_names):
+        sublayer = getattr(layer, name, None)
+        if sublayer is None:  # no cross-attention in a decoder-only layer
+            continue
+        index += 1
+        if torch_name is None:
+            yield from _feed_forward_links(f"{prefix}{name}.", sublayer, torch_layer)
+        else:
+            yield from _attention_links(
+                f"{prefix}{name}.", sublayer, getattr(torch_layer, torch_name)
+            )
         yield from _norm_links(
-            f"{prefix}{name}.norm.", block.norm, getattr(torch_layer, f"norm{index}")
+            f"{prefix}{name}_norm.layer_norm.",
+            getattr(layer, f"{name}_norm").layer_norm,
+            getattr(torch_layer, f"norm{index}"),
         )
-    prefix_ff = f"{prefix}feed_forward."
-    yield from _feed_forward_links(
-        prefix_ff + "sublayer.", layer.feed_forward.sublayer, torch_layer
-    )
-    yield from _norm_links(
-        prefix_ff + "norm.", layer.feed_forward.norm, getattr(torch_layer, f"norm{len(blocks) + 1}")
-    )
 
 
 def _stack_links(prefix, stack, torch_stack):

@@ -2,7 +2,7 @@
 
 import math
 
-from minitrans.core import backend, checks
+from minitrans.core import checks
 from minitrans.layers.module import Module
 from minitrans.ops.softmax import softmax_backward, softmax_in_place
 
@@ -36,15 +36,12 @@ class ScaledDotProductAttention(Module):
     are kept in ``attention_weights`` for plotting.
     """
 
-    def forward(self, Q, K, V, mask=None, check=True):
-        """``check=False`` skips the input checks, for a caller that has
-        checked what Q, K, V and the mask were made from."""
-        if check:
-            self._check_inputs(Q, K, V)
+    def forward(self, Q, K, V, mask=None):
+        self._check_inputs(Q, K, V)
         scale = 1.0 / math.sqrt(Q.shape[-1])  # a Python float keeps float32
         scores = Q @ K.swapaxes(-1, -2)  # (..., T_q, T_k)
         scores *= scale
-        if check and mask is not None:
+        if mask is not None:
             checks.check_mask("mask", mask, scores.shape)
         # softmax(scores), or masked_softmax(scores, mask), computed in the
         # scores' own array: the fast version, see minitrans.ops.softmax
@@ -52,19 +49,15 @@ class ScaledDotProductAttention(Module):
         self.cache = (Q, K, V, P, scale)
         return P @ V
 
-    def backward(self, dout, out=(None, None, None)):
-        """(dQ, dK, dV). ``out``: arrays to write them into instead of new
-        ones (None for a new one), such as views into one larger array."""
+    def backward(self, dout):
         Q, K, V, P, scale = self.saved()
         checks.check_same_shape("dout", dout, (*P.shape[:-1], V.shape[-1]))
-        xp = backend.get_xp()
-        dQ_out, dK_out, dV_out = out
-        dV = xp.matmul(P.swapaxes(-1, -2), dout, out=dV_out)  # P^T dout
+        dV = P.swapaxes(-1, -2) @ dout  # P^T dout
         dP = dout @ V.swapaxes(-1, -2)
         dS = softmax_backward(P, dP, out=dP)  # masked entries have P = 0, so dS = 0
         dS *= scale  # once here, rather than on dQ and dK
-        dQ = xp.matmul(dS, K, out=dQ_out)  # dS K
-        dK = xp.matmul(dS.swapaxes(-1, -2), Q, out=dK_out)  # dS^T Q
+        dQ = dS @ K
+        dK = dS.swapaxes(-1, -2) @ Q  # dS^T Q
         return dQ, dK, dV
 
     @property

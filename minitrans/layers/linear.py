@@ -1,9 +1,36 @@
-"""The fully connected layer y = xW + b."""
+"""The fully connected layer y = xW + b: the one place the affine map is written.
+
+Every layer that projects is built from it: the feed-forward network (two
+``Linear``), multi-head attention (``W_Q``, ``W_K``, ``W_V``, ``W_O``) and the
+output projection (through ``affine_forward`` and ``affine_backward``, because
+its tied weight belongs to the embedding).
+"""
 
 from minitrans.core import backend, checks
 from minitrans.layers import init
 from minitrans.layers.module import Module
 from minitrans.ops.sums import sum_leading
+
+
+def affine_forward(x_2d, W, b=None):
+    """y = x W + b for a matrix of rows x (N, d_in), W (d_in, d_out), b (d_out,)
+    or None: y (N, d_out)."""
+    y = x_2d @ W
+    if b is not None:
+        y += b  # in place: y is a fresh array
+    return y
+
+
+def affine_backward(x_2d, W, dy_2d, bias=True):
+    """The gradients of y = x W + b, given dy (N, d_out):
+
+        dx = dy W^T,   dW = x^T dy,   db = sum over rows of dy
+
+    Returns (dx, dW, db) as new arrays; db is None when ``bias`` is False.
+    """
+    dW = x_2d.T @ dy_2d  # (d_in, d_out)
+    db = sum_leading(dy_2d) if bias else None  # (d_out,)
+    return dy_2d @ W.T, dW, db
 
 
 class Linear(Module):
@@ -39,9 +66,7 @@ class Linear(Module):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_in, dtype=self.params["W"].dtype)
         checks.check_finite("x", x)
         x_2d = x.reshape(-1, self.d_in)  # (N, d_in), N = product of leading axes
-        y = x_2d @ self.params["W"]
-        if "b" in self.params:
-            y += self.params["b"]  # in place: y is a fresh array
+        y = affine_forward(x_2d, self.params["W"], self.params.get("b"))  # (N, d_out)
         self.cache = (x_2d, x.shape)
         return y.reshape(*x.shape[:-1], self.d_out)
 
@@ -49,7 +74,8 @@ class Linear(Module):
         x_2d, x_shape = self.saved()
         checks.check_same_shape("dy", dy, (*x_shape[:-1], self.d_out))
         dy_2d = dy.reshape(-1, self.d_out)
-        self.grads["W"] += x_2d.T @ dy_2d
-        if "b" in self.params:
-            self.grads["b"] += sum_leading(dy_2d)  # dy_2d.sum(axis=0), see minitrans.ops.sums
-        return (dy_2d @ self.params["W"].T).reshape(x_shape)
+        dx, dW, db = affine_backward(x_2d, self.params["W"], dy_2d, bias="b" in self.params)
+        self.grads["W"] += dW
+        if db is not None:
+            self.grads["b"] += db
+        return dx.reshape(x_shape)

@@ -3,7 +3,8 @@
 The contract every layer follows (as in cs231n's layers and llm.c):
 
 * ``params`` and ``grads`` are dicts from a name to an array, with the same
-  keys. Names follow the paper (``W_Q``, ``gamma``, ...).
+  keys. Names follow the paper (``W``, ``gamma``, ...; a child layer is
+  named after the paper's weight it computes, ``W_Q``, ``W_1``).
 * ``forward(...)`` computes the output and keeps, in ``self.cache``, exactly
   what ``backward`` needs.
 * ``backward(grad_output)`` returns the gradient of each floating-point array
@@ -15,7 +16,8 @@ The contract every layer follows (as in cs231n's layers and llm.c):
 
 A layer that holds other layers as attributes (directly or in a list) is their
 parent: ``named_parameters()`` walks the tree and gives qualified names such
-as ``"layers.0.self_attn.W_Q"``, the keys of optimiser state and checkpoints.
+as ``"layers.0.self_attn.W_Q.W"`` (the weight of the query projection of the
+first layer's self-attention), the keys of optimiser state and checkpoints.
 """
 
 from minitrans.core import backend

@@ -1,11 +1,11 @@
 """The decoder: a stack of N identical layers (paper §3.1, Figure 1 right)."""
 
 from minitrans.core import backend, checks
+from minitrans.layers.add_norm import AddNorm
 from minitrans.layers.feedforward import FeedForward
 from minitrans.layers.layernorm import LayerNorm
 from minitrans.layers.module import Module
 from minitrans.layers.multihead import MultiHeadAttention
-from minitrans.layers.sublayer import SublayerConnection
 
 
 class DecoderLayer(Module):
@@ -18,6 +18,10 @@ class DecoderLayer(Module):
     Cross-attention takes its queries from the decoder and its keys and values
     from the encoder output ``memory``, so ``backward`` returns (dx, dmemory).
     A decoder-only model (``cross_attention=False``) drops the middle block.
+
+    ``self_attn``, ``cross_attn`` and ``feed_forward`` are the sub-layers
+    themselves; ``self_attn_norm``, ``cross_attn_norm`` and
+    ``feed_forward_norm`` their Add & Norm blocks.
 
     Inputs:
         x:           (B, T_tgt, d_model)
@@ -34,14 +38,14 @@ class DecoderLayer(Module):
         super().__init__()
         rng = backend.host_rng(rng)
 
-        def block(sublayer):
-            return SublayerConnection(sublayer, d_model, dropout, pre_norm, rng=rng)
-
-        self.self_attn = block(MultiHeadAttention(d_model, h, rng=rng))
-        self.cross_attn = (
-            block(MultiHeadAttention(d_model, h, rng=rng)) if cross_attention else None
-        )
-        self.feed_forward = block(FeedForward(d_model, d_ff, rng=rng))
+        self.self_attn = MultiHeadAttention(d_model, h, rng=rng)
+        self.self_attn_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
+        self.cross_attn = self.cross_attn_norm = None
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(d_model, h, rng=rng)
+            self.cross_attn_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
+        self.feed_forward = FeedForward(d_model, d_ff, rng=rng)
+        self.feed_forward_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
 
     def forward(self, x, memory=None, self_mask=None, memory_mask=None):
         if (memory is None) != (self.cross_attn is None):
@@ -49,10 +53,10 @@ class DecoderLayer(Module):
                 "memory: expected the encoder output for a layer with cross-attention "
                 "and None for a decoder-only layer"
             )
-        x = self.self_attn.forward(x, mask=self_mask)
+        x = self.self_attn_norm.forward(x, self.self_attn, mask=self_mask)
         if self.cross_attn is not None:
-            x = self.cross_attn.forward(x, memory, mask=memory_mask)
-        return self.feed_forward.forward(x)
+            x = self.cross_attn_norm.forward(x, self.cross_attn, memory, mask=memory_mask)
+        return self.feed_forward_norm.forward(x, self.feed_forward)
 
     def step(self, x, cache, memory_kv=None, memory_mask=None):
         """Decode new positions ``x`` (B, t, d_model) given the earlier ones in
@@ -60,28 +64,29 @@ class DecoderLayer(Module):
         attention keys and values ``memory_kv``. Inference only."""
 
         def self_attention(z):
-            cache.append(*self.self_attn.sublayer.keys_values(z))
+            cache.append(*self.self_attn.keys_values(z))
             length_new = z.shape[1]
             # new position i sees every cached position and the new ones up to i
             mask = backend.get_xp().tril(
                 backend.get_xp().ones((length_new, cache.length), dtype=bool),
                 k=cache.length - length_new,
             )
-            return self.self_attn.sublayer.attend(z, cache.keys, cache.values, mask=mask)
+            return self.self_attn.attend(z, cache.keys, cache.values, mask=mask)
 
-        x = self.self_attn.infer(x, self_attention)
+        def cross_attention(z):
+            return self.cross_attn.attend(z, *memory_kv, mask=memory_mask)
+
+        x = self.self_attn_norm.infer(x, self_attention)
         if self.cross_attn is not None:
-            x = self.cross_attn.infer(
-                x, lambda z: self.cross_attn.sublayer.attend(z, *memory_kv, mask=memory_mask)
-            )
-        return self.feed_forward.infer(x, self.feed_forward.sublayer.forward)
+            x = self.cross_attn_norm.infer(x, cross_attention)
+        return self.feed_forward_norm.infer(x, self.feed_forward.forward)
 
     def backward(self, dy):
-        dx = self.feed_forward.backward(dy)
+        dx = self.feed_forward_norm.backward(dy)
         if self.cross_attn is None:
-            return self.self_attn.backward(dx)
-        dx, dmemory = self.cross_attn.backward(dx)
-        return self.self_attn.backward(dx), dmemory
+            return self.self_attn_norm.backward(dx)
+        dx, dmemory = self.cross_attn_norm.backward(dx)
+        return self.self_attn_norm.backward(dx), dmemory
 
 
 class Decoder(Module):

@@ -1,11 +1,11 @@
 """The encoder: a stack of N identical layers (paper §3.1, Figure 1 left)."""
 
 from minitrans.core import backend, checks
+from minitrans.layers.add_norm import AddNorm
 from minitrans.layers.feedforward import FeedForward
 from minitrans.layers.layernorm import LayerNorm
 from minitrans.layers.module import Module
 from minitrans.layers.multihead import MultiHeadAttention
-from minitrans.layers.sublayer import SublayerConnection
 
 
 class EncoderLayer(Module):
@@ -13,6 +13,9 @@ class EncoderLayer(Module):
 
         z = AddNorm(x, SelfAttention(x, mask))
         y = AddNorm(z, FFN(z))
+
+    ``self_attn`` and ``feed_forward`` are the sub-layers themselves;
+    ``self_attn_norm`` and ``feed_forward_norm`` their Add & Norm blocks.
 
     The encoder sees the whole source sentence at once: its mask hides only
     padding keys, never later positions.
@@ -28,18 +31,17 @@ class EncoderLayer(Module):
     def __init__(self, d_model, h, d_ff, dropout=0.1, pre_norm=False, rng=None):
         super().__init__()
         rng = backend.host_rng(rng)
-        self.self_attn = SublayerConnection(
-            MultiHeadAttention(d_model, h, rng=rng), d_model, dropout, pre_norm, rng=rng
-        )
-        self.feed_forward = SublayerConnection(
-            FeedForward(d_model, d_ff, rng=rng), d_model, dropout, pre_norm, rng=rng
-        )
+        self.self_attn = MultiHeadAttention(d_model, h, rng=rng)
+        self.self_attn_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
+        self.feed_forward = FeedForward(d_model, d_ff, rng=rng)
+        self.feed_forward_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
 
     def forward(self, x, mask=None):
-        return self.feed_forward.forward(self.self_attn.forward(x, mask=mask))
+        z = self.self_attn_norm.forward(x, self.self_attn, mask=mask)
+        return self.feed_forward_norm.forward(z, self.feed_forward)
 
     def backward(self, dy):
-        return self.self_attn.backward(self.feed_forward.backward(dy))
+        return self.self_attn_norm.backward(self.feed_forward_norm.backward(dy))
 
 
 class Encoder(Module):

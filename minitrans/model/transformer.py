@@ -88,7 +88,7 @@ class Transformer(Module):
         self._check_ids("src", src, self.config.source_vocab_size)
         memory, src_mask = self.encode(src)
         memory_kvs = [
-            layer.cross_attn.sublayer.keys_values(memory) for layer in self.decoder.layers
+            layer.cross_attn.keys_values(memory) for layer in self.decoder.layers
         ]
         caches = [self._new_cache(src.shape[0], memory.dtype) for _ in self.decoder.layers]
         return DecodingState(caches, memory_kvs, src_mask)

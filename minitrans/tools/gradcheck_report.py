@@ -10,6 +10,7 @@ loss.
 import numpy as np
 
 from minitrans.core import backend
+from minitrans.layers.add_norm import AddNorm
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.embedding import Embedding
@@ -20,7 +21,6 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy, LogSoftmax
 from minitrans.layers.module import Module
 from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.layers.positional import PositionalEncoding
-from minitrans.layers.sublayer import SublayerConnection
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
@@ -48,6 +48,27 @@ class ModelWithLoss(Module):
 
     def backward(self, dloss=1.0):
         return self.model.backward(self.loss.backward(dloss))
+
+
+class SublayerWithAddNorm(Module):
+    """A sub-layer and the Add & Norm around it as one layer, so that one
+    gradient check covers the parameters of both (in a model they sit side by
+    side in the encoder or decoder layer).
+
+    ``forward(x, *others, **options)`` is ``add_norm.forward(x, sublayer,
+    *others, **options)``; ``backward`` returns dx, or (dx, d_others...).
+    """
+
+    def __init__(self, sublayer, add_norm):
+        super().__init__()
+        self.sublayer = sublayer
+        self.add_norm = add_norm
+
+    def forward(self, x, *others, **options):
+        return self.add_norm.forward(x, self.sublayer, *others, **options)
+
+    def backward(self, dy):
+        return self.add_norm.backward(dy)
 
 
 def tiny_model(decoder_only=False, tie_embeddings=False, pre_norm=False, N=2, seed=0):
@@ -108,7 +129,8 @@ def layer_cases(rng):
     one_row_masked = host([[[True, True, False, False], [False] * 4, [True] * 4]])
 
     def sublayer(inner, pre_norm, dropout):
-        return SublayerConnection(inner, d_model, dropout=dropout, pre_norm=pre_norm, rng=rng)
+        add_norm = AddNorm(d_model, dropout=dropout, pre_norm=pre_norm, rng=rng)
+        return SublayerWithAddNorm(inner, add_norm)
 
     yield "Linear", Linear(4, 5, rng=rng), (x(2, 3, 4),), {}
     yield "Linear (no bias)", Linear(4, 5, bias=False, rng=rng), (x(2, 3, 4),), {}

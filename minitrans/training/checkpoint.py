@@ -6,6 +6,14 @@ Arrays are stored under their qualified names ("param/encoder.layers.0...");
 configs and other small records as JSON strings. ``np.load`` runs with
 ``allow_pickle=False``: opening a checkpoint never executes code from it.
 
+The record ``format_version`` says how parameters are named. Version 2 names
+the paper's sub-layers themselves ("encoder.layers.0.self_attn.W_Q.W",
+"...self_attn_norm.layer_norm.gamma"); version 1, a file without the record,
+named the Add & Norm wrapper ("encoder.layers.0.self_attn.sublayer.W_Q",
+"...self_attn.norm.gamma"). ``load_checkpoint`` renames a version-1 file's
+arrays (parameters and optimiser state) to version 2, so that it loads,
+resumes and translates as before; a newer version is refused.
+
 Writing goes to a temporary file in the same folder, which is flushed to
 disk and then renamed over the old checkpoint. A rename within one file
 system is atomic, so a crash while saving leaves either the old checkpoint
@@ -15,6 +23,7 @@ or the new one, never half of one.
 import contextlib
 import json
 import os
+import re
 import tempfile
 import zipfile
 
@@ -22,7 +31,16 @@ import numpy as np
 
 from minitrans.core import backend
 
-FORMAT = "minitrans-checkpoint-1"
+FORMAT = "minitrans-checkpoint-1"  # the file's marker, the same in every version
+FORMAT_VERSION = 2
+# version 1 -> 2: "<block>.sublayer.W_Q" -> "<block>.W_Q.W", "<block>.sublayer.b_1" ->
+# "<block>.W_1.b", "<block>.norm.gamma" -> "<block>_norm.layer_norm.gamma"
+_V1_RENAMES = [
+    (re.compile(r"(self_attn|cross_attn|feed_forward)\.sublayer\.([Wb])_([QKVO12])$"),
+     r"\1.W_\3.\2"),
+    (re.compile(r"(self_attn|cross_attn|feed_forward)\.norm\.(gamma|beta)$"),
+     r"\1_norm.layer_norm.\2"),
+]
 # A save writes TEMP_PREFIX...TEMP_SUFFIX beside the checkpoint, then renames it.
 TEMP_PREFIX, TEMP_SUFFIX = ".tmp-", ".npz"
 
@@ -38,6 +56,7 @@ def save_checkpoint(path, arrays, records):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     content = {name: backend.to_numpy(value) for name, value in arrays.items()}
+    records = {**records, "format_version": FORMAT_VERSION}
     content.update({f"json/{name}": np.array(json.dumps(value)) for name, value in records.items()})
     content["format"] = np.array(FORMAT)
     handle = tempfile.NamedTemporaryFile(
@@ -70,10 +89,12 @@ def remove_unfinished(path):
 
 
 def load_checkpoint(path):
-    """Read a checkpoint: (arrays as host NumPy arrays, records).
+    """Read a checkpoint: (arrays as host NumPy arrays, records), the arrays
+    named as in the current format version (an older file's are renamed).
 
     Raises CheckpointError, naming the file, when it is missing, truncated,
-    not an ``.npz`` file, or not written by minitrans.
+    not an ``.npz`` file, not written by minitrans, or written by a newer
+    minitrans in a format version this one cannot read.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -102,7 +123,28 @@ def load_checkpoint(path):
                 ) from None
         else:
             arrays[name] = value
+    version = records.setdefault("format_version", 1)  # version 1 had no record
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CheckpointError(f"{path}: malformed checkpoint, format_version is {version!r}")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: checkpoint format version {version}, newer than this minitrans reads "
+            f"(up to {FORMAT_VERSION}); upgrade minitrans to load it"
+        )
+    if version == 1:
+        arrays = {upgrade_name_v1(name): value for name, value in arrays.items()}
+        records["format_version"] = FORMAT_VERSION
     return arrays, records
+
+
+def upgrade_name_v1(name):
+    """An array's name in format version 2, from its name in version 1:
+    "param/encoder.layers.0.self_attn.sublayer.W_Q" becomes
+    "param/encoder.layers.0.self_attn.W_Q.W" (also under "optim/m/", ...);
+    names that did not change come back as they are."""
+    for pattern, replacement in _V1_RENAMES:
+        name = pattern.sub(replacement, name)
+    return name
 
 
 def require(path, mapping, names, what):

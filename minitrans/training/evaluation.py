@@ -107,7 +107,7 @@ def attention_for(model, task, text, layer=-1):
     with evaluating(model):
         tokens, maps = decoding.decode_with_attention(model, src, max_len)
     index = range(model.config.N)[layer]
-    weights = backend.to_numpy(maps[f"decoder.layers.{index}.cross_attn.sublayer.attention"])[0]
+    weights = backend.to_numpy(maps[f"decoder.layers.{index}.cross_attn.attention"])[0]
     row = backend.to_numpy(tokens)[0].tolist()
     length = row.index(EOS_ID) + 1 if EOS_ID in row else len(row)  # keep <eos>, drop padding
     output_tokens = [task.vocab.tokens[i] for i in row[:length]]

@@ -1,4 +1,4 @@
-"""SublayerConnection: post-norm and pre-norm "Add & Norm" around a sub-layer."""
+"""AddNorm: post-norm and pre-norm "Add & Norm" around a sub-layer."""
 
 
 import numpy as np
@@ -6,26 +6,29 @@ import pytest
 from helpers import assert_gradcheck, assert_names
 
 import minitrans
-from minitrans import FeedForward, LayerNorm, MultiHeadAttention, SublayerConnection
+from minitrans import AddNorm, FeedForward, LayerNorm, MultiHeadAttention
 from minitrans.ops.masks import padding_mask
-from minitrans.tools.gradcheck_report import randomise_params
+from minitrans.tools.gradcheck_report import SublayerWithAddNorm, randomise_params
 
 
 def standalone_copies(sub):
     """A FeedForward and a LayerNorm that share the wrapped layers' parameters
     but nothing else (their own caches and gradients)."""
-    inner, norm = sub.sublayer, sub.norm
+    inner, norm = sub.sublayer, sub.add_norm.layer_norm
     ff = FeedForward(inner.d_model, inner.d_ff)
     ln = LayerNorm(norm.d_model, eps=norm.eps)
-    ff.params.update(inner.params)
-    ln.params.update(norm.params)
+    for mine, theirs in ((ff.W_1, inner.W_1), (ff.W_2, inner.W_2), (ln, norm)):
+        mine.params.update(theirs.params)
     return ff, ln
 
 
+def wrapped(sublayer, d_model=4, **options):
+    """``sublayer`` and an AddNorm(d_model, **options) as one layer."""
+    return SublayerWithAddNorm(sublayer, AddNorm(d_model, **options))
+
+
 def wrapped_ffn(pre_norm, d_model=4, d_ff=6):
-    sub = SublayerConnection(
-        FeedForward(d_model, d_ff, rng=1), d_model, dropout=0.0, pre_norm=pre_norm, rng=2
-    )
+    sub = wrapped(FeedForward(d_model, d_ff, rng=1), d_model, dropout=0.0, pre_norm=pre_norm, rng=2)
     return randomise_params(sub, np.random.default_rng(0))
 
 
@@ -69,29 +72,29 @@ def test_pre_norm_residual_identity_in_input_gradient(float64, randn):
 
 
 def test_gradcheck_post_norm_ffn_with_dropout(float64, randn):
-    sub = SublayerConnection(FeedForward(4, 6, rng=1), 4, dropout=0.2, rng=2)
+    sub = wrapped(FeedForward(4, 6, rng=1), 4, dropout=0.2, rng=2)
     randomise_params(sub, np.random.default_rng(0))
     results = assert_gradcheck(sub, randn(2, 3, 4))
     assert {r.tensor for r in results} == {
         "x",
-        "sublayer.W_1",
-        "sublayer.b_1",
-        "sublayer.W_2",
-        "sublayer.b_2",
-        "norm.gamma",
-        "norm.beta",
+        "sublayer.W_1.W",
+        "sublayer.W_1.b",
+        "sublayer.W_2.W",
+        "sublayer.W_2.b",
+        "add_norm.layer_norm.gamma",
+        "add_norm.layer_norm.beta",
     }
 
 
 def test_gradcheck_pre_norm_causal_self_attention(float64, randn):
-    sub = SublayerConnection(MultiHeadAttention(4, 2, rng=1), 4, dropout=0.2, pre_norm=True, rng=2)
+    sub = wrapped(MultiHeadAttention(4, 2, rng=1), 4, dropout=0.2, pre_norm=True, rng=2)
     randomise_params(sub, np.random.default_rng(0))
     results = assert_gradcheck(sub, randn(2, 3, 4), mask=minitrans.causal_mask(3))
     assert "x" in {r.tensor for r in results}
 
 
 def test_gradcheck_post_norm_cross_attention(float64, randn, device):
-    sub = SublayerConnection(MultiHeadAttention(4, 2, rng=1), 4, dropout=0.1, rng=2)
+    sub = wrapped(MultiHeadAttention(4, 2, rng=1), 4, dropout=0.1, rng=2)
     randomise_params(sub, np.random.default_rng(0))
     src = device([[5, 2, 6, 3], [4, 1, 0, 0]])
     results = assert_gradcheck(sub, randn(2, 3, 4), randn(2, 4, 4), mask=padding_mask(src, 0))
@@ -99,27 +102,27 @@ def test_gradcheck_post_norm_cross_attention(float64, randn, device):
 
 
 def test_cross_attention_backward_returns_dx_and_dmemory(backend_name, randn):
-    sub = SublayerConnection(MultiHeadAttention(4, 2, rng=1), 4, dropout=0.0, rng=2)
+    sub = wrapped(MultiHeadAttention(4, 2, rng=1), 4, dropout=0.0, rng=2)
     sub(randn(2, 3, 4), randn(2, 5, 4))
     grads = sub.backward(randn(2, 3, 4))
     assert isinstance(grads, tuple) and len(grads) == 2
     assert grads[0].shape == (2, 3, 4) and grads[1].shape == (2, 5, 4)
 
 
-def test_sublayer_not_a_module_names_sublayer(backend_name):
+def test_sublayer_not_a_module_names_sublayer(backend_name, randn):
     with pytest.raises(TypeError) as info:
-        SublayerConnection(lambda x: x, 4)
+        AddNorm(4).forward(randn(2, 3, 4), lambda x: x)
     assert_names(info, "sublayer")
 
 
 def test_backward_before_forward_is_runtime_error(backend_name, randn):
     with pytest.raises(RuntimeError):
-        SublayerConnection(FeedForward(4, 6), 4).backward(randn(2, 3, 4))
+        AddNorm(4).backward(randn(2, 3, 4))
 
 
 @pytest.mark.parametrize("pre_norm", [False, True], ids=["post", "pre"])
 def test_wrong_upstream_shape_names_dy(backend_name, randn, pre_norm):
-    sub = SublayerConnection(FeedForward(4, 6), 4, pre_norm=pre_norm)
+    sub = wrapped(FeedForward(4, 6), 4, pre_norm=pre_norm)
     sub(randn(2, 3, 4))
     with pytest.raises(ValueError) as info:
         sub.backward(randn(2, 2, 4))
@@ -139,7 +142,7 @@ class _Identity(minitrans.Module):
 
 @pytest.mark.parametrize("pre_norm", [False, True])
 def test_an_identity_sublayer_leaves_its_input_and_gradient_untouched(float64, randn, pre_norm):
-    sub = SublayerConnection(_Identity(), 4, dropout=0.0, pre_norm=pre_norm, rng=0)
+    sub = wrapped(_Identity(), 4, dropout=0.0, pre_norm=pre_norm, rng=0)
     x, dy = randn(2, 3, 4), randn(2, 3, 4)
     x_before, dy_before = minitrans.to_numpy(x).copy(), minitrans.to_numpy(dy).copy()
     sub.forward(x)
@@ -147,3 +150,16 @@ def test_an_identity_sublayer_leaves_its_input_and_gradient_untouched(float64, r
     np.testing.assert_array_equal(minitrans.to_numpy(x), x_before)
     np.testing.assert_array_equal(minitrans.to_numpy(dy), dy_before)
     assert_gradcheck(sub, x)
+
+
+def test_the_sublayer_is_not_a_child_of_add_norm(backend_name, randn):
+    """The sub-layer's parameters belong to the encoder or decoder layer that
+    holds it, beside its AddNorm: AddNorm itself has only the layer norm's."""
+    add_norm, ffn = AddNorm(4, dropout=0.0), FeedForward(4, 6)
+    names = [name for name, _, _ in add_norm.named_parameters()]
+    assert names == ["layer_norm.gamma", "layer_norm.beta"]
+    x = randn(2, 3, 4)
+    add_norm.forward(x, ffn)
+    ffn.zero_grad()
+    add_norm.backward(randn(2, 3, 4))
+    assert np.abs(minitrans.to_numpy(ffn.W_1.grads["W"])).max() > 0  # its backward ran

@@ -1,4 +1,5 @@
-"""The residual sub-layer connection "Add & Norm" (paper §3.1, §5.4)."""
+"""Add & Norm: the residual connection and layer norm around each sub-layer
+(paper §3.1, §5.4)."""
 
 from minitrans.core import backend, checks
 from minitrans.layers.dropout import Dropout
@@ -6,8 +7,8 @@ from minitrans.layers.layernorm import LayerNorm
 from minitrans.layers.module import Module
 
 
-class SublayerConnection(Module):
-    """Wraps a sub-layer F (attention or feed-forward) in a residual and a norm.
+class AddNorm(Module):
+    """The residual connection and layer norm around a sub-layer F.
 
     Post-norm, as in the paper:  y = LayerNorm(x + Dropout(F(x)))
     Pre-norm (``pre_norm=True``): y = x + Dropout(F(LayerNorm(x)))
@@ -17,55 +18,65 @@ class SublayerConnection(Module):
     keeps that identity path free of the norm, which makes deep stacks easier
     to train (Xiong et al., 2020); post-norm is the paper's.
 
-    ``forward(x, *others, **options)`` calls ``sublayer.forward(x, *others,
-    **options)``: for cross-attention ``others`` is the encoder output and
-    ``options`` the mask. ``backward`` returns dx, or (dx, d_others...) when
-    other arrays were passed, taking their gradients from the sub-layer.
+    The sub-layer F (attention or feed-forward) is not part of this block:
+    it sits beside it in the encoder or decoder layer, and is passed in.
+    ``forward(x, sublayer, *others, **options)`` calls ``sublayer.forward(x,
+    *others, **options)``: for cross-attention ``others`` is the encoder
+    output and ``options`` the mask. ``backward(dy)`` calls that sub-layer's
+    backward and returns dx, or (dx, d_others...) when other arrays were
+    passed.
+
+    Parameters: those of its children ``layer_norm`` (gamma, beta) and
+    ``dropout`` (none).
 
     Inputs:
-        x: (B, T, d_model), others: as the sub-layer needs
+        x: (B, T, d_model), sublayer: a Module, others: as the sub-layer needs
     Returns:
         y: (B, T, d_model)
     """
 
-    def __init__(self, sublayer, d_model, dropout=0.1, pre_norm=False, eps=1e-5, rng=None):
+    def __init__(self, d_model, dropout=0.1, pre_norm=False, eps=1e-5, rng=None):
         super().__init__()
-        if not isinstance(sublayer, Module):
-            raise TypeError(f"sublayer: expected a minitrans Module, got {type(sublayer).__name__}")
-        self.sublayer = sublayer
-        self.norm = LayerNorm(d_model, eps=eps)
+        self.layer_norm = LayerNorm(d_model, eps=eps)
         self.dropout = Dropout(dropout, rng=backend.host_rng(rng))
         self.pre_norm = bool(pre_norm)
+        self._sublayer = None  # the sub-layer of the last forward
 
-    def forward(self, x, *others, **options):
+    def forward(self, x, sublayer, *others, **options):
         checks.check_array("x", x, min_ndim=1)
+        if not isinstance(sublayer, Module):
+            raise TypeError(f"sublayer: expected a minitrans Module, got {type(sublayer).__name__}")
+        # underscore: a reference, not a child (its parameters are the
+        # encoder or decoder layer's, counted there once)
+        self._sublayer = sublayer
         self.cache = len(others)
         if self.pre_norm:
             out = self.dropout.forward(
-                self.sublayer.forward(self.norm.forward(x), *others, **options)
+                sublayer.forward(self.layer_norm.forward(x), *others, **options)
             )
             return _add_into(out, x)
-        total = _add_into(self.dropout.forward(self.sublayer.forward(x, *others, **options)), x)
-        return self.norm.forward(total)
+        total = _add_into(self.dropout.forward(sublayer.forward(x, *others, **options)), x)
+        return self.layer_norm.forward(total)
 
     def infer(self, x, sublayer_fn):
         """The same connection around ``sublayer_fn`` (a function of the
         sub-layer's input), without dropout and without keeping anything for
         backward: used by incremental decoding."""
         if self.pre_norm:
-            return x + sublayer_fn(self.norm.forward(x))
-        return self.norm.forward(x + sublayer_fn(x))
+            return x + sublayer_fn(self.layer_norm.forward(x))
+        return self.layer_norm.forward(x + sublayer_fn(x))
 
     def backward(self, dy):
         num_others = self.saved()
+        sublayer = self._sublayer
         # the residual's two paths add up
         if self.pre_norm:
-            dsub = self.sublayer.backward(self.dropout.backward(dy))
+            dsub = sublayer.backward(self.dropout.backward(dy))
             dsub_x, dothers = _split_first(dsub, num_others)
-            dx = _add_into(self.norm.backward(dsub_x), dy)
+            dx = _add_into(self.layer_norm.backward(dsub_x), dy)
         else:
-            dsum = self.norm.backward(dy)  # gradient of x + Dropout(F(x))
-            dsub = self.sublayer.backward(self.dropout.backward(dsum))
+            dsum = self.layer_norm.backward(dy)  # gradient of x + Dropout(F(x))
+            dsub = sublayer.backward(self.dropout.backward(dsum))
             dsub_x, dothers = _split_first(dsub, num_others)
             dx = _add_into(dsub_x, dsum)
         return (dx, *dothers) if num_others else dx
