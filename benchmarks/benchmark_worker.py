@@ -126,6 +126,7 @@ class MinitransRunner:
         return {
             "matmul_seconds": TimedArray.seconds / steps / workers,
             "matmul_flops": TimedArray.flops / steps,
+            "vector_flops": TimedArray.vector_flops / steps,
             "step_seconds": elapsed / steps,
             "products": products,
             "workers": workers,

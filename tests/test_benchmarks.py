@@ -56,6 +56,81 @@ def test_other_operations_keep_the_class_and_are_not_counted():
     assert TimedArray.flops == 0 and not TimedArray.products
 
 
+def test_results_of_numpy_functions_stay_timed_so_their_products_count():
+    """np.concatenate of TimedArrays would be a plain ndarray, and a product
+    of two plain arrays is invisible to the timer: the fused Q/K/V
+    projection's input gradient, dy @ [W_Q | W_K | W_V]^T, went uncounted."""
+    w = np.ones((3, 2), np.float32).view(TimedArray)
+    side_by_side = np.concatenate([w, w], axis=1)  # (3, 4)
+    stacked, chosen = np.stack([w, w]), np.where(w > 0, w, 0)
+    assert all(type(a) is TimedArray for a in (side_by_side, stacked, chosen))
+    assert all(type(a) is TimedArray for a in np.split(side_by_side, 2, axis=1))
+    dy = np.ones((5, 4), np.float32)  # plain, as from np.empty
+    dx = dy @ side_by_side.T  # (5, 3)
+    np.testing.assert_array_equal(np.asarray(dx), np.full((5, 3), 4.0))
+    assert TimedArray.flops == 2 * 5 * 4 * 3
+
+
+def test_products_with_a_vector_are_counted_apart():
+    x = np.ones((4, 3), np.float32).view(TimedArray)
+    ones = np.ones(3, np.float32)
+    x @ ones  # a row sum written as a product (minitrans.ops.sums)
+    np.ones(4, np.float32) @ x  # a column sum
+    assert TimedArray.flops == 0 and TimedArray.vector_flops == 2 * 4 * 3 * 2
+    assert TimedArray.products == {((4, 3), (3,), "N", "N"): 1, ((4,), (4, 3), "N", "N"): 1}
+
+
+def step_flops(sizes):
+    """The floating-point operations of the matrix products of one training
+    step of an encoder-decoder, from its config: 2 m n k for an (m, k) by
+    (k, n) product. With n = batch * length positions (source and target of
+    one length T here), d = d_model, one layer's forward computes
+
+      self-attention:  Q, K, V, O projections   4 * 2 n d d
+                       scores Q K^T and P V     2 * 2 (batch h) T T d_k = 2 * 2 n T d
+      cross-attention (decoder): Q, O of the target, K, V of the memory: 4 * 2 n d d,
+                       and its scores and P V   2 * 2 n T d
+      feed-forward:    x W_1 and h W_2          2 * 2 n d d_ff
+
+    an encoder layer: self-attention and feed-forward; a decoder layer all
+    three; then the output projection, 2 n d V. The backward computes two
+    products for each product of the forward (dA = dC B^T and dB = A^T dC
+    for C = A B), so the step is 3 times the forward. Layer norms, softmax
+    and the loss compute their sums as products with a vector; those are
+    counted apart (TimedArray.vector_flops), not here."""
+    d, h, d_ff = sizes["d_model"], sizes["h"], sizes["d_ff"]
+    length = sizes["length"]
+    n = sizes["batch"] * length
+    projections = 4 * 2 * n * d * d
+    scores_and_values = 2 * 2 * n * length * d  # d = h * d_k
+    feed_forward = 2 * 2 * n * d * d_ff
+    encoder_layer = projections + scores_and_values + feed_forward
+    decoder_layer = 2 * (projections + scores_and_values) + feed_forward
+    output = 2 * n * d * sizes["vocab_size"]
+    forward = sizes["N"] * (encoder_layer + decoder_layer) + output
+    return 3 * forward
+
+
+def test_the_timer_counts_every_product_of_a_training_step():
+    """One step of the benchmark's minitrans worker, every array a
+    TimedArray: the count equals the formula. The vocabulary is above 64,
+    where the embedding's backward is a scatter-add: at most 64 it is a
+    one-hot product (minitrans.layers.embedding), minitrans's own choice,
+    not part of the model's work. With the timer's ``__array_function__``
+    taken out, the count fell short by the input-gradient products of the
+    fused Q/K/V and K/V projections (dy @ W^T with both operands plain)."""
+    from benchmark_worker import MinitransRunner
+
+    import minitrans
+
+    sizes = dict(d_model=32, h=4, N=2, d_ff=64, vocab_size=300, length=6, batch=4)
+    with minitrans.using("numpy", dtype="float32"):
+        runner = MinitransRunner(sizes, "cpu", threads=1, workers=1)
+        profile = runner.profile(steps=1)
+    assert profile["matmul_flops"] == step_flops(sizes)
+    assert profile["vector_flops"] > 0
+
+
 def test_layout_names_column_major_matrices():
     a = np.zeros((4, 6), np.float32)
     assert layout(a) == "N" and layout(a.T) == "T"
