@@ -260,7 +260,7 @@ def test_allocator_environments():
     assert allocators.allocator_env("tuned") == {"GLIBC_TUNABLES": allocators.TUNED_MALLOC}
     assert allocators.allocator_env("default") == {}
     inherited = {"PATH": "/bin", "GLIBC_TUNABLES": "glibc.malloc.arena_max=1",
-                 "LD_PRELOAD": "libother.so"}
+                 "LD_PRELOAD": "libother.so", "MALLOC_CONF": "narenas:1"}
     assert allocators.worker_env("default", inherited) == {"PATH": "/bin"}
     assert allocators.worker_env("tuned", inherited) == {
         "PATH": "/bin", "GLIBC_TUNABLES": allocators.TUNED_MALLOC}
@@ -269,7 +269,8 @@ def test_allocator_environments():
 def test_a_preloaded_allocator_is_found_or_refused(tmp_path):
     (tmp_path / "libjemalloc.so.2").write_bytes(b"")
     found = allocators.allocator_env("jemalloc", dirs=[str(tmp_path)])
-    assert found == {"LD_PRELOAD": str(tmp_path / "libjemalloc.so.2")}
+    assert found == {"LD_PRELOAD": str(tmp_path / "libjemalloc.so.2"),
+                     "MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1"}
     with pytest.raises(ValueError, match="allocator: tcmalloc is not installed .*libtcmalloc"):
         allocators.allocator_env("tcmalloc", dirs=[str(tmp_path)])
     with pytest.raises(ValueError, match="expected one of tuned, jemalloc, tcmalloc, default, "
@@ -280,7 +281,11 @@ def test_a_preloaded_allocator_is_found_or_refused(tmp_path):
 def test_the_allocator_a_worker_runs_is_seen_from_inside(tmp_path, monkeypatch):
     maps = tmp_path / "maps"
     maps.write_text("7f00-7f10 r-xp 0 08:01 1 /usr/lib/libjemalloc.so.2\n7f20-7f30 rw-p 0 0 0\n")
+    monkeypatch.delenv("MALLOC_CONF", raising=False)
     assert allocators.allocator_in_use(str(maps)) == "jemalloc (libjemalloc.so.2)"
+    monkeypatch.setenv("MALLOC_CONF", "dirty_decay_ms:-1")
+    assert allocators.allocator_in_use(str(maps)) == (
+        "jemalloc (libjemalloc.so.2, MALLOC_CONF=dirty_decay_ms:-1)")
     maps.write_text("7f00-7f10 r-xp 0 08:01 1 /usr/lib/libc.so.6\n")
     monkeypatch.setenv("GLIBC_TUNABLES", allocators.TUNED_MALLOC)
     assert allocators.allocator_in_use(str(maps)).startswith("glibc malloc, tuned")
