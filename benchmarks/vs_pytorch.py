@@ -251,12 +251,10 @@ def main():
     if args.quick:
         args.rounds = 1
     os.environ.update(thread_env(args.threads))
-    from machine_info import matmul_peak_flops
+    from benchmark_worker import minitrans_threads
+    from machine_info import machine, matmul_peak_flops
 
     peak = matmul_peak_flops(args.device)
-    from benchmark_worker import minitrans_threads
-    from machine_info import machine
-
     results = {"peak_flops": peak, "configs": {}, "machine": machine(args, minitrans_threads)}
     for name in names:
         print(f"measuring {name} ...", file=sys.stderr, flush=True)
