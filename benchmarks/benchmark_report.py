@@ -19,20 +19,49 @@ def _mark(ok):
 
 
 def median_steps(result):
-    """The median step time of each library, in seconds, for one config."""
-    return {label: statistics.median(times) for label, times in result["times"].items()}
+    """The median step time of each worker (label: seconds) for one config."""
+    return {label: statistics.median(times) for label, times in result["times"].items() if times}
+
+
+def per_step(result, label):
+    """(page faults, system seconds) per timed step of one worker, or None."""
+    usage = result.get("rusage", {}).get(label)
+    if not usage or not usage["steps"]:
+        return None
+    return usage["faults"] / usage["steps"], usage["system_seconds"] / usage["steps"]
+
+
+def untuned_ratio(result):
+    """minitrans / PyTorch with glibc's default malloc, or None if not run."""
+    steps = median_steps(result)
+    if "minitrans default" not in steps or "torch default" not in steps:
+        return None
+    return steps["minitrans default"] / steps["torch default"]
+
+
+def compile_cell(result, ours):
+    """torch.compile's column: its median step, minitrans's step over it,
+    and its compile time; or why it failed."""
+    compiled = result.get("compile")
+    if compiled is None:
+        return None
+    if "error" in compiled:
+        return f"failed: {compiled['error']}".replace("|", "/")
+    step = median_steps(result)["torch.compile"]
+    return f"{step * 1e3:.0f} ms ({ours / step:.2f}; compiled in {compiled['seconds']:.0f} s)"
 
 
 def training_table(results):
     from vs_pytorch import CONFIGS
 
     peak = results["peak_flops"]
-    lines = [
-        "| config | minitrans step | PyTorch step | ratio (target) | tokens/s minitrans / PyTorch "
-        "| GFLOP/s minitrans / PyTorch (% of peak) | peak RSS minitrans / PyTorch (ratio) "
-        "| time in matmul | targets met |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    compiled = any("compile" in result for result in results["configs"].values())
+    columns = ["config", "minitrans step", "PyTorch step", "ratio (target)",
+               "ratio, glibc default malloc"]
+    columns += ["torch.compile step (minitrans / it; compile time)"] if compiled else []
+    columns += ["tokens/s minitrans / PyTorch", "GFLOP/s minitrans / PyTorch (% of peak)",
+                "peak RSS minitrans / PyTorch (ratio)", "time in matmul", "targets met"]
+    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(["---"] * len(columns)) + " |"]
     for name, result in results["configs"].items():
         sizes = CONFIGS[name]
         steps = median_steps(result)
@@ -47,20 +76,50 @@ def training_table(results):
         met = ratio <= TARGET_RATIO[name] and rss_ratio <= TARGET_RSS_RATIO
         if name == "base" and share is not None:
             met = met and share >= TARGET_MATMUL_SHARE
-        flop_text = (
-            "n/a"
-            if flops is None
-            else (
-                f"{flops / ours / 1e9:.0f} ({flops / ours / peak:.0%}) / {flops / theirs / 1e9:.0f} ({flops / theirs / peak:.0%})"
-            )
-        )
-        lines.append(
-            f"| {name} | {ours * 1e3:.0f} ms | {theirs * 1e3:.0f} ms | {ratio:.2f} (<= {TARGET_RATIO[name]}) "
-            f"| {tokens / ours:,.0f} / {tokens / theirs:,.0f} | {flop_text} "
-            f"| {rss['minitrans'] / MB:.0f} / {rss['torch'] / MB:.0f} MB ({rss_ratio:.2f}) "
-            f"| {'n/a' if share is None else f'{share:.0%}'} | {_mark(met)} |"
-        )
+        flop_text = "n/a" if flops is None else (
+            f"{flops / ours / 1e9:.0f} ({flops / ours / peak:.0%}) / "
+            f"{flops / theirs / 1e9:.0f} ({flops / theirs / peak:.0%})")
+        untuned = untuned_ratio(result)
+        cells = [name, f"{ours * 1e3:.0f} ms", f"{theirs * 1e3:.0f} ms",
+                 f"{ratio:.2f} (<= {TARGET_RATIO[name]})",
+                 "n/a" if untuned is None else f"{untuned:.2f}"]
+        cells += [compile_cell(result, ours) or "n/a"] if compiled else []
+        cells += [f"{tokens / ours:,.0f} / {tokens / theirs:,.0f}", flop_text,
+                  f"{rss['minitrans'] / MB:.0f} / {rss['torch'] / MB:.0f} MB ({rss_ratio:.2f})",
+                  "n/a" if share is None else f"{share:.0%}", _mark(met)]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+ALLOCATOR_ROWS = (("minitrans", "torch", None),  # None: the run's --allocator
+                  ("minitrans default", "torch default", "glibc default"),
+                  (None, "torch.compile", "torch.compile"))
+
+
+def allocator_table(results):
+    """Page faults and system time per step, each library with each
+    allocator (and torch.compile's worker): what the allocator costs."""
+    allocator = results["machine"].get("allocator", "tuned")
+    lines = ["| config | allocator | step minitrans / PyTorch (ratio) "
+             "| page faults per step minitrans / PyTorch "
+             "| system time per step minitrans / PyTorch |",
+             "| --- | --- | --- | --- | --- |"]
+    for name, result in results["configs"].items():
+        steps = median_steps(result)
+        for ours, theirs, row in ALLOCATOR_ROWS:
+            if theirs not in steps or per_step(result, theirs) is None:
+                continue
+            sides = [per_step(result, label) if label else None for label in (ours, theirs)]
+            step_text = " / ".join("-" if label is None else f"{steps[label] * 1e3:.0f}"
+                                   for label in (ours, theirs)) + " ms"
+            if ours is not None:
+                step_text += f" ({steps[ours] / steps[theirs]:.2f})"
+            faults = " / ".join("-" if side is None else f"{side[0]:,.0f}" for side in sides)
+            system = " / ".join("-" if side is None else f"{side[1] * 1e3:.0f}"
+                                for side in sides) + " ms"
+            label = ("glibc " if allocator == "tuned" else "") + allocator if row is None else row
+            lines.append(f"| {name} | {label} | {step_text} | {faults} | {system} |")
+    return "\n".join(lines) if len(lines) > 2 else None
 
 
 def products_table(results):
@@ -74,11 +133,12 @@ def products_table(results):
         if not alone:
             continue
         steps = median_steps(result)
-        rest = {label: steps[label] - alone[label] for label in steps}
+        rest = {label: steps[label] - alone[label] for label in ("minitrans", "torch")}
         lines.append(
             f"| {name} | {alone['minitrans'] * 1e3:.0f} / {alone['torch'] * 1e3:.0f} ms "
             f"({alone['minitrans'] / alone['torch']:.2f}) "
-            f"| {rest['minitrans'] * 1e3:.0f} / {rest['torch'] * 1e3:.0f} ms ({rest['minitrans'] / rest['torch']:.2f}) |"
+            f"| {rest['minitrans'] * 1e3:.0f} / {rest['torch'] * 1e3:.0f} ms "
+            f"({rest['minitrans'] / rest['torch']:.2f}) |"
         )
     return "\n".join(lines) if len(lines) > 2 else None
 
@@ -87,35 +147,47 @@ def decoding_table(decoding):
     cached, recomputed = min(decoding["cached"]), min(decoding["recomputed"])
     same = decoding["cached_tokens"] == decoding["recomputed_tokens"]
     speedup = recomputed / cached
-    return "\n".join(
-        [
-            "| decoding (small config, 32 sequences x 64 tokens) | seconds (best of runs) |",
-            "| --- | --- |",
-            f"| minitrans greedy, key/value cache | {cached:.2f} |",
-            f"| minitrans greedy, recomputing the prefix | {recomputed:.2f} |",
-            f"| cache speed-up (target >= {TARGET_CACHE_SPEEDUP:.0f}x), same tokens | "
-            f"{speedup:.1f}x {_mark(speedup >= TARGET_CACHE_SPEEDUP)}, {'identical' if same else '**different**'} |",
-            f"| minitrans beam search, width 4 | {min(decoding['beam4']):.2f} |",
-            f"| PyTorch greedy, recomputing the prefix (nn.Transformer has no cache) | {min(decoding['torch']):.2f} |",
-        ]
-    )
+    return "\n".join([
+        "| decoding (small config, 32 sequences x 64 tokens) | seconds (best of runs) |",
+        "| --- | --- |",
+        f"| minitrans greedy, key/value cache | {cached:.2f} |",
+        f"| minitrans greedy, recomputing the prefix | {recomputed:.2f} |",
+        f"| cache speed-up (target >= {TARGET_CACHE_SPEEDUP:.0f}x), same tokens | "
+        f"{speedup:.1f}x {_mark(speedup >= TARGET_CACHE_SPEEDUP)}, "
+        f"{'identical' if same else '**different**'} |",
+        f"| minitrans beam search, width 4 | {min(decoding['beam4']):.2f} |",
+        "| PyTorch greedy, recomputing the prefix (nn.Transformer has no cache) "
+        f"| {min(decoding['torch']):.2f} |",
+    ])
 
 
-def report(results):
+def header(results):
+    """The report's first line: the machine and its BLAS kernels first,
+    then the run's settings."""
     machine = results["machine"]
     workers = machine.get("workers", 1)  # not recorded before the workers came
     split = (f" (minitrans: {workers} worker threads, each on a part of the batch with "
              f"{machine['blas_threads']} BLAS thread(s))" if workers > 1 else "")
-    header = (
-        f"{machine['date']}, {machine['cpu']} with {machine['cores']} cores, {machine['threads']} threads{split}, "
-        f"device {machine['device']}; Python {machine['python']}, NumPy {machine['numpy']}, "
-        f"PyTorch {machine['torch']}; float32. Matrix-product peak measured in this run: "
-        f"{results['peak_flops'] / 1e9:.0f} GFLOP/s."
+    variables = machine.get("kernel_variables")
+    variables = ", ".join(variables) if variables else "OPENBLAS_CORETYPE unset"
+    seen = next(iter(results["configs"].values()), {}).get("allocators", {})
+    allocators = "; ".join(f"{label}: {text}" for label, text in seen.items())
+    arch = f" ({machine['arch']})" if machine.get("arch") else ""
+    return (
+        f"{machine['date']}, {machine['cpu']}{arch} with {machine['cores']} cores; "
+        f"NumPy {machine['numpy']} BLAS: {machine.get('numpy_blas', 'not recorded')}; "
+        f"PyTorch {machine['torch']} BLAS: {machine.get('torch_blas', 'not recorded')}; "
+        f"{variables}; Python {machine['python']}; {machine['threads']} threads{split}, "
+        f"device {machine['device']}, float32; allocators: {allocators or 'not recorded'}. "
+        f"Matrix-product peak measured in this run: {results['peak_flops'] / 1e9:.0f} GFLOP/s."
     )
-    parts = [header, "", training_table(results)]
-    products = products_table(results)
-    if products:
-        parts += ["", products]
+
+
+def report(results):
+    parts = [header(results), "", training_table(results)]
+    for table in (allocator_table(results), products_table(results)):
+        if table:
+            parts += ["", table]
     if "decoding" in results:
         parts += ["", decoding_table(results["decoding"])]
     return "\n".join(parts)

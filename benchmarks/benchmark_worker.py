@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from allocators import allocator_in_use
+
 BATCHES = 4  # distinct batches, used in turn
 DECODE_BATCH, DECODE_LENGTH = 32, 64
 
@@ -126,6 +128,7 @@ class MinitransRunner:
         return {
             "matmul_seconds": TimedArray.seconds / steps / workers,
             "matmul_flops": TimedArray.flops / steps,
+            "vector_flops": TimedArray.vector_flops / steps,
             "step_seconds": elapsed / steps,
             "products": products,
             "workers": workers,
@@ -170,101 +173,71 @@ class MinitransRunner:
         return {}
 
 
-class TorchRunner:
-    def __init__(self, sizes, device, threads):
-        import torch
-
-        import minitrans
-        from minitrans.interop.torch import paper_loss, to_torch
-        from minitrans.model.transformer import Transformer
-
-        torch.set_num_threads(threads)
-        self.torch = torch
-        self.device = torch.device("cuda" if device == "gpu" else "cpu")
-        config = model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1)
-        with minitrans.using("numpy", dtype="float32"):  # the same weights as the other worker
-            self.model = to_torch(Transformer(config, rng=0), self.device)
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9
-        )
-        self.loss_fn = paper_loss(config, 0.1)
-        self.batches = [
-            tuple(torch.from_numpy(a).to(self.device) for a in batch)
-            for batch in make_batches(sizes)
-        ]
-        self.count = 0
-
-    def step(self):
-        src, tgt_in, tgt_out = self.batches[self.count % BATCHES]
-        self.count += 1
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(src, tgt_in), tgt_out)
-        loss.backward()
-        self.optimizer.step()
-        return loss.item()  # waits for the device
-
-    def decode(self, cache):
-        """Greedy decoding by recomputing the prefix: nn.Transformer has no
-        key/value cache."""
-        torch = self.torch
-        config = self.model.config
-        src = torch.from_numpy(decode_sources(config.vocab_size)).to(self.device)
-        self.model.eval()
+def train(runner, steps):
+    """Time ``steps`` steps, and count the page faults (minor and major) and
+    the system time (all threads) that they took, from getrusage."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    times = []
+    for _ in range(steps):
         start = time.perf_counter()
-        with torch.no_grad():
-            prefix = torch.full((DECODE_BATCH, 1), 1, dtype=torch.long, device=self.device)  # <bos>
-            for _ in range(DECODE_LENGTH):
-                next_token = self.model(src, prefix)[:, -1].argmax(dim=-1, keepdim=True)
-                prefix = torch.cat([prefix, next_token], dim=1)
-        tokens = prefix[:, 1:].cpu().numpy()
-        return {"seconds": time.perf_counter() - start, "tokens": tokens.tolist()}
+        runner.step()
+        times.append(time.perf_counter() - start)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    faults = (after.ru_minflt - before.ru_minflt) + (after.ru_majflt - before.ru_majflt)
+    return {"times": times, "median": statistics.median(times), "faults": faults,
+            "system_seconds": after.ru_stime - before.ru_stime}
 
-    def time_products(self, products):
-        """minitrans's list of matrix products timed alone, by PyTorch."""
-        from matmul_timer import time_products
 
-        torch = self.torch
-        synchronize = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
-        return time_products(
-            products, torch.matmul, lambda a: torch.from_numpy(a).to(self.device), synchronize
-        )
+def one_line(error):
+    """An exception as one short line, for the report: its type and the
+    first line of its message."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
 
-    def memory(self):
-        if self.device.type == "cuda":
-            return {"device_bytes": self.torch.cuda.max_memory_allocated()}
-        return {}
+
+def make_runner(kind, sizes, device, threads, workers=None):
+    """kind: "minitrans", "torch" or "torch.compile"."""
+    if kind == "minitrans":
+        return MinitransRunner(sizes, device, threads, workers)
+    from torch_runner import TorchRunner  # noqa: E402  (it imports this module)
+
+    return TorchRunner(sizes, device, threads, compiled=kind == "torch.compile")
 
 
 def serve(kind, sizes, device, threads, workers=None):
+    """Answer the parent's requests until it closes stdin. A request that
+    fails (a compilation that cannot run, say) is answered with its error,
+    {"error": one line}, and the worker waits for the next."""
     answers = sys.stdout
     sys.stdout = sys.stderr  # keep the answer channel clean of anything the libraries print
     baseline = rss_bytes()  # after importing NumPy, before the library under test
-    runner = (MinitransRunner(sizes, device, threads, workers) if kind == "minitrans"
-              else TorchRunner(sizes, device, threads))
+    runner = make_runner(kind, sizes, device, threads, workers)
     for line in sys.stdin:
         request = json.loads(line)
-        action = request["do"]
-        if action == "ready":
-            answer = {}
-        elif action == "train":
-            times = []
-            for _ in range(request["steps"]):
-                start = time.perf_counter()
-                runner.step()
-                times.append(time.perf_counter() - start)
-            answer = {"times": times, "median": statistics.median(times)}
-        elif action == "profile":
-            answer = runner.profile(request["steps"])
-        elif action == "decode":
-            answer = runner.decode(request["cache"])
-        elif action == "beam":
-            answer = runner.beam()
-        elif action == "products":
-            answer = {"seconds": runner.time_products(request["products"])}  # one per product
-        elif action == "memory":
-            answer = {"peak_rss": peak_rss_bytes(), "baseline_rss": baseline, **runner.memory()}
-        else:
-            raise ValueError(f"request: unknown action {action!r}")
+        try:
+            answer = answer_request(runner, request, baseline)
+        except Exception as error:  # noqa: BLE001  (reported to the parent, which decides)
+            answer = {"error": one_line(error)}
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
     return 0
+
+
+def answer_request(runner, request, baseline):
+    action = request["do"]
+    if action == "ready":
+        return {"allocator": allocator_in_use()}
+    if action == "train":
+        return train(runner, request["steps"])
+    if action == "profile":
+        return runner.profile(request["steps"])
+    if action == "decode":
+        return runner.decode(request["cache"])
+    if action == "beam":
+        return runner.beam()
+    if action == "products":
+        return {"seconds": runner.time_products(request["products"])}  # one per product
+    if action == "memory":
+        return {"peak_rss": peak_rss_bytes(), "baseline_rss": baseline, **runner.memory()}
+    raise ValueError(f"request: unknown action {action!r}")

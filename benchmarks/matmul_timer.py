@@ -4,13 +4,22 @@ The layers write products as ``a @ b`` or ``xp.matmul(a, b, out=...)``,
 which no Python profiler sees. A model whose arrays are all ``TimedArray``
 (``model.apply_to_arrays(lambda a: a.view(TimedArray))``) computes the same
 functions as before (its dropout masks start again: moving the arrays
-resets the generators), and every product adds its seconds and its floating-point
-operations (2 m n k for an (m, k) by (k, n) product, for each matrix of a
-batch) to the class's totals, and its operands' shapes and layouts to
-``products``: the list of products a step computes, which ``time_products``
-times alone. Results of other operations stay TimedArray, so the whole
-forward, backward and optimiser step are covered. With several worker
-threads, ``seconds`` adds up the time each thread spent in products.
+resets the generators), and every product adds its seconds to the class's
+totals, and its operands' shapes and layouts to ``products``: the list of
+products a step computes, which ``time_products`` times alone.
+
+Its floating-point operations, 2 m n k for an (m, k) by (k, n) product (for
+each matrix of a batch), go to ``flops`` when both operands are matrices:
+the model's products, the same in PyTorch. A product with a vector, a sum
+written as a product (``minitrans.ops.sums``), goes to ``vector_flops``.
+
+Results of ufuncs (``+``, ``exp``, ...) and of NumPy's functions
+(``concatenate``, ``stack``, ``where``, ``einsum``, ...) stay TimedArray, so
+a product of arrays derived from the model's, such as weights concatenated
+side by side, is seen too, through the whole forward, backward and optimiser
+step; ``tests/test_benchmarks.py`` checks the count of a step against a
+formula from the config. With several worker threads, ``seconds`` adds up
+the time each thread spent in products.
 """
 
 import collections
@@ -23,13 +32,14 @@ import numpy as np
 
 class TimedArray(np.ndarray):
     seconds = 0.0
-    flops = 0
+    flops = 0  # of products of two matrices
+    vector_flops = 0  # of products with a vector
     products = collections.Counter()  # (a shape, b shape, a layout, b layout): how many
     lock = threading.Lock()  # worker threads add to the totals at once
 
     @classmethod
     def reset(cls):
-        cls.seconds, cls.flops = 0.0, 0
+        cls.seconds, cls.flops, cls.vector_flops = 0.0, 0, 0
         cls.products = collections.Counter()
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -43,9 +53,13 @@ class TimedArray(np.ndarray):
             result = _timed_matmul(*inputs, **kwargs)
         else:
             result = getattr(ufunc, method)(*inputs, **kwargs)
-        if isinstance(result, tuple):
-            return tuple(_timed(x) for x in result)
         return _timed(result)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy's functions run as for any ndarray, but would return plain
+        arrays (``np.concatenate`` of TimedArrays is an ndarray): their
+        results are made TimedArray, so that products of them are counted."""
+        return _timed(super().__array_function__(func, types, args, kwargs))
 
 
 def _plain(x):
@@ -53,6 +67,9 @@ def _plain(x):
 
 
 def _timed(x):
+    """x as a TimedArray view, for an array or a tuple or list of them."""
+    if type(x) in (tuple, list):  # not a named tuple: its fields would not fit
+        return type(x)(_timed(item) for item in x)
     return x.view(TimedArray) if isinstance(x, np.ndarray) else x
 
 
@@ -60,9 +77,13 @@ def _timed_matmul(a, b, **kwargs):
     start = time.perf_counter()
     out = np.matmul(a, b, **kwargs)
     seconds = time.perf_counter() - start
+    flops = 2 * np.size(out) * np.shape(a)[-1]
     with TimedArray.lock:
         TimedArray.seconds += seconds
-        TimedArray.flops += 2 * out.size * np.shape(a)[-1]
+        if np.ndim(a) >= 2 and np.ndim(b) >= 2:
+            TimedArray.flops += flops
+        else:
+            TimedArray.vector_flops += flops
         TimedArray.products[(np.shape(a), np.shape(b), layout(a), layout(b))] += 1
     return out
 

@@ -1,29 +1,33 @@
 """minitrans against PyTorch on the same model, in the same run.
 
-    python benchmarks/vs_pytorch.py                     # four configs and decoding, about 3 minutes on 2 cores
+    python benchmarks/vs_pytorch.py                 # four configs and decoding, about 6 minutes
     python benchmarks/vs_pytorch.py --configs tiny,copy --rounds 3
-    python benchmarks/vs_pytorch.py --device gpu        # CuPy against PyTorch CUDA
-    python benchmarks/vs_pytorch.py --workers 1         # minitrans without splitting its batches
-    python benchmarks/vs_pytorch.py --quick             # a smoke run: checks the script, not the speed
+    python benchmarks/vs_pytorch.py --compile       # and torch.compile (about 30 s per config)
+    python benchmarks/vs_pytorch.py --allocator jemalloc   # where installed; or tcmalloc
+    python benchmarks/vs_pytorch.py --no-untuned    # without the glibc-default column
+    python benchmarks/vs_pytorch.py --device gpu    # CuPy against PyTorch CUDA
+    python benchmarks/vs_pytorch.py --workers 1     # minitrans without splitting its batches
+    python benchmarks/vs_pytorch.py --quick         # a smoke run: checks the script, not the speed
 
 Each implementation runs in a worker process of its own (so that each has
-its own peak memory), with the same number of threads: PyTorch's own
-threads, and minitrans's training step as its Trainer runs it, the batch
-split over that many worker threads (minitrans.training.parallel). The parent asks them
-for steps in turn, A B A B ..., so that a slow minute of the machine hits
-both alike, and reports the median step time of each and their ratio. See
-benchmarks/README.md for what every column means.
+its own peak memory and allocator), with the same number of threads:
+PyTorch's own threads, and minitrans's training step as its Trainer runs it,
+the batch split over that many worker threads (minitrans.training.parallel).
+Both run with an allocator that keeps freed memory (benchmarks/allocators.py),
+and, for the untuned column, a second pair with glibc's malloc as it comes.
+The parent asks the workers for steps in turn, A B C D ..., so that a slow
+minute of the machine hits all alike, and reports the median step time of
+each and their ratios. See benchmarks/README.md for what every column means.
 """
 
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 
-import numpy as np
+from allocators import ALLOCATORS, allocator_env, worker_env
 
 CONFIGS = {  # name: model sizes, sequence length (source and target), batch
     "tiny": dict(d_model=64, h=4, N=2, d_ff=256, vocab_size=16, length=16, batch=64),
@@ -39,58 +43,46 @@ PROFILE_STEPS = 4  # of the pass that times the matrix products: more steps, a s
 # turn, if it came straight after minitrans's. The parent waits this long
 # before every turn (benchmarks/README.md, "How it measures").
 PAUSE_SECONDS = 0.3
-# glibc returns large blocks (over 128 KB) to the system on free() and maps
-# them again on the next malloc(): every step of PyTorch's eager mode then
-# page-faults its large tensors (the 65 MB logits of base among them) back
-# in. These tunables keep freed memory in the process, as minitrans's reused
-# buffers do; PyTorch's CPU performance guide recommends the same (or
-# jemalloc, tcmalloc). Both workers get them (--allocator default: neither).
-TUNED_MALLOC = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"
+# The workers of one config, in the order of their turns: (label, library,
+# allocator), where None stands for --allocator. The untuned pair runs unless
+# --no-untuned or --allocator default; torch.compile's only with --compile.
+TUNED = (("minitrans", "minitrans", None), ("torch", "torch", None))
+UNTUNED = (("minitrans default", "minitrans", "default"), ("torch default", "torch", "default"))
+COMPILED = (("torch.compile", "torch.compile", None),)
 SPECIALS = 4  # ids 0..3 are <pad>, <bos>, <eos>, <unk>; the batches use the others
-
-
-def matmul_peak_flops(device, size=2048, repeats=5):
-    """The best FLOP/s of a large float32 matrix product: the machine's
-    practical ceiling, measured now, with the threads of this run."""
-    if device == "gpu":
-        import cupy as xp
-    else:
-        xp = np
-    a = xp.ones((size, size), dtype=np.float32)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ a
-        if device == "gpu":
-            xp.cuda.Device().synchronize()
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
 
 
 # ------------------------------------------------------------ the parent
 
 
 class Worker:
-    """A child process that runs one implementation; one JSON line per request."""
+    """A child process that runs one implementation (minitrans, torch or
+    torch.compile) with one allocator; one JSON line per request."""
 
-    def __init__(self, kind, config, args):
-        self.pause = args.pause
-        env = {**os.environ, **thread_env(args.threads), **allocator_env(args.allocator)}
-        command = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--config", config,
-                   "--threads", str(args.threads), "--device", args.device]
+    def __init__(self, kind, config, args, allocator=None):
+        self.pause, self.kind = args.pause, kind
+        env = {**worker_env(allocator or args.allocator), **thread_env(args.threads)}
+        command = [sys.executable, os.path.abspath(__file__), "--worker", kind,
+                   "--config", config, "--threads", str(args.threads), "--device", args.device]
         if args.workers is not None:
             command += ["--workers", str(args.workers)]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         text=True, env=env)
-        self.ask({"do": "ready"})
+        self.allocator = self.ask({"do": "ready"})["allocator"]  # as the worker sees it
 
-    def ask(self, request):
+    def ask(self, request, errors=False):
+        """The worker's answer to ``request``; its error raises RuntimeError
+        unless ``errors``, where the answer {"error": ...} is returned."""
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         if not line:
-            raise RuntimeError(f"a benchmark worker died (exit status {self.process.wait()})")
-        return json.loads(line)
+            raise RuntimeError(f"a benchmark worker ({self.kind}) died "
+                               f"(exit status {self.process.wait()})")
+        answer = json.loads(line)
+        if "error" in answer and not errors:
+            raise RuntimeError(f"a benchmark worker ({self.kind}) failed: {answer['error']}")
+        return answer
 
     def turn(self, request):
         """``ask``, after the pause that lets the other worker's BLAS
@@ -108,31 +100,61 @@ def thread_env(threads):
     return {name: str(threads) for name in names}
 
 
-def allocator_env(allocator):
-    """The environment of a worker for ``--allocator``: tuned or default."""
-    return {"GLIBC_TUNABLES": TUNED_MALLOC} if allocator == "tuned" else {}
+def start_workers(name, args):
+    """{label: Worker} for one config, in the order of their turns."""
+    plan = TUNED + (UNTUNED if args.untuned else ()) + (COMPILED if args.compile else ())
+    return {label: Worker(kind, name, args, allocator) for label, kind, allocator in plan}
+
+
+def warm_up(workers, result):
+    """WARMUP_STEPS steps of each worker. torch.compile compiles in its
+    first step, which is its compile time; if that fails, its worker is
+    closed and the result says why ("compile": {"error": one line})."""
+    for label, worker in list(workers.items()):
+        try:
+            answer = worker.ask({"do": "train", "steps": WARMUP_STEPS}, errors=True)
+        except RuntimeError as died:
+            if label != "torch.compile":
+                raise
+            answer = {"error": str(died)}
+        if label == "torch.compile":
+            result["compile"] = (
+                {"error": answer["error"]} if "error" in answer
+                else {"seconds": answer["times"][0]}  # compiling, then one step
+            )
+        if "error" in answer:
+            if label != "torch.compile":
+                raise RuntimeError(f"a benchmark worker ({label}) failed: {answer['error']}")
+            worker.close()
+            del workers[label]
 
 
 def compare_training(name, args):
-    """Median step times, memory and the matmul share for one config."""
-    ours, theirs = Worker("minitrans", name, args), Worker("torch", name, args)
-    times = {"minitrans": [], "torch": []}
-    for worker in (ours, theirs):
-        worker.ask({"do": "train", "steps": WARMUP_STEPS})
+    """Median step times, page faults, system time, memory and the matmul
+    share for one config."""
+    workers = start_workers(name, args)
+    result = {"allocators": {label: worker.allocator for label, worker in workers.items()}}
+    warm_up(workers, result)
+    result["times"] = {label: [] for label in workers}
+    result["rusage"] = {label: {"faults": 0, "system_seconds": 0.0, "steps": 0}
+                        for label in workers}
     for _ in range(args.rounds):
-        for label, worker in (("minitrans", ours), ("torch", theirs)):
-            times[label] += worker.turn({"do": "train", "steps": STEPS_PER_TURN[name]})["times"]
-    profile = ours.ask({"do": "profile", "steps": PROFILE_STEPS})
-    products_alone = None
+        for label, worker in workers.items():
+            answer = worker.turn({"do": "train", "steps": STEPS_PER_TURN[name]})
+            result["times"][label] += answer["times"]
+            usage = result["rusage"][label]
+            usage["faults"] += answer["faults"]
+            usage["system_seconds"] += answer["system_seconds"]
+            usage["steps"] += len(answer["times"])
+    ours, theirs = workers["minitrans"], workers["torch"]
+    result["profile"] = profile = ours.ask({"do": "profile", "steps": PROFILE_STEPS})
+    result["products_alone"] = None
     if profile.get("products"):
-        products_alone = time_products_alone(profile["products"], ours, theirs)
-    memory = {
-        label: worker.ask({"do": "memory"})
-        for label, worker in (("minitrans", ours), ("torch", theirs))
-    }
-    ours.close()
-    theirs.close()
-    return {"times": times, "profile": profile, "products_alone": products_alone, "memory": memory}
+        result["products_alone"] = time_products_alone(profile["products"], ours, theirs)
+    result["memory"] = {label: worker.ask({"do": "memory"}) for label, worker in workers.items()}
+    for worker in workers.values():
+        worker.close()
+    return result
 
 
 def time_products_alone(products, ours, theirs, rounds=3):
@@ -184,9 +206,15 @@ def main():
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--pause", type=float, default=PAUSE_SECONDS,
                         help=f"seconds to wait before each turn (default {PAUSE_SECONDS})")
-    parser.add_argument("--allocator", choices=["tuned", "default"], default="tuned",
-                        help="glibc malloc of both workers: tuned, so that freed memory is not "
-                             "unmapped and page-faulted in again every step (default), or default")
+    parser.add_argument("--allocator", choices=ALLOCATORS, default="tuned",
+                        help="the allocator of both libraries: tuned glibc malloc, so that freed "
+                             "memory is not unmapped and page-faulted in again every step "
+                             "(default), jemalloc or tcmalloc (where installed), or default")
+    parser.add_argument("--no-untuned", dest="untuned", action="store_false",
+                        help="skip the second pair of workers with glibc's default malloc")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time PyTorch with torch.compile of the model "
+                             "(about 30 s per config to compile)")
     parser.add_argument("--no-decoding", action="store_true", help="skip the decoding comparison")
     parser.add_argument(
         "--quick", action="store_true", help="one round, the tiny config: a smoke run"
@@ -198,7 +226,8 @@ def main():
     if args.worker:
         from benchmark_worker import serve  # noqa: E402  (imports the libraries)
 
-        return serve(args.worker, CONFIGS[args.config], args.device, args.threads, args.workers)
+        return serve(args.worker, CONFIGS[args.config], args.device, args.threads,
+                     args.workers)
     names = ["tiny"] if args.quick else args.configs.split(",")
     unknown = [name for name in names if name not in CONFIGS]
     if unknown:
@@ -214,11 +243,19 @@ def main():
             parser.error(f"{option}: expected a number >= {lowest}, got {value}")
     if args.device == "gpu" and args.workers not in (None, 1):
         parser.error(f"--workers: expected 1 with --device gpu, got {args.workers}")
+    try:
+        allocator_env(args.allocator)
+    except ValueError as error:
+        parser.error(f"--{error}")
+    args.untuned = args.untuned and args.allocator != "default"
     if args.quick:
         args.rounds = 1
     os.environ.update(thread_env(args.threads))
+    from benchmark_worker import minitrans_threads
+    from machine_info import machine, matmul_peak_flops
+
     peak = matmul_peak_flops(args.device)
-    results = {"peak_flops": peak, "configs": {}, "machine": machine(args)}
+    results = {"peak_flops": peak, "configs": {}, "machine": machine(args, minitrans_threads)}
     for name in names:
         print(f"measuring {name} ...", file=sys.stderr, flush=True)
         results["configs"][name] = compare_training(name, args)
@@ -231,25 +268,6 @@ def main():
     from benchmark_report import report  # noqa: E402
 
     print(report(results))
-
-
-def machine(args):
-    import torch
-    from benchmark_worker import minitrans_threads
-
-    workers, blas_threads = minitrans_threads(args.device, args.threads, args.workers)
-    return {
-        "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "threads": args.threads,
-        "device": args.device,
-        "date": time.strftime("%Y-%m-%d"),
-        "workers": workers,
-        "blas_threads": blas_threads,
-    }
 
 
 if __name__ == "__main__":

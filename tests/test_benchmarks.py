@@ -1,9 +1,11 @@
 """The benchmark's own instruments: the matrix-product timer counts every
-product a step computes (``@`` and ``matmul(..., out=)``) without changing a
-number, with several worker threads too, the products-alone table reports
-the right ratios, and a smoke run
-of ``benchmarks/vs_pytorch.py --quick`` ends with its report (skipped when
-PyTorch is absent).
+product a step computes (``@`` and ``matmul(..., out=)``, on arrays that
+NumPy's functions made too) without changing a number, with several worker
+threads too, and its count of a step matches a formula from the config; the
+workers' allocators are the ones asked for (or refused), their answers carry
+page faults and system time; the report's tables and first line say what
+the measurements say; and a smoke run of ``benchmarks/vs_pytorch.py
+--quick`` ends with its report (skipped when PyTorch is absent).
 
 The benchmark's speed claims are measured by running it, never here.
 """
@@ -18,7 +20,10 @@ import pytest
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
-from benchmark_report import products_table  # noqa: E402
+import allocators  # noqa: E402
+from benchmark_report import allocator_table, header, products_table, report  # noqa: E402
+from benchmark_worker import one_line, train  # noqa: E402
+from machine_info import cpu_model, describe_blas, kernel_variables, torch_blas  # noqa: E402
 from matmul_timer import TimedArray, layout, make_operand, time_products  # noqa: E402
 
 
@@ -54,6 +59,81 @@ def test_other_operations_keep_the_class_and_are_not_counted():
     assert type(y) is TimedArray and type(x.sum(axis=0)) is TimedArray
     np.testing.assert_array_equal(np.asarray(y), np.arange(6).reshape(2, 3) * 2 + 1)
     assert TimedArray.flops == 0 and not TimedArray.products
+
+
+def test_results_of_numpy_functions_stay_timed_so_their_products_count():
+    """np.concatenate of TimedArrays would be a plain ndarray, and a product
+    of two plain arrays is invisible to the timer: the fused Q/K/V
+    projection's input gradient, dy @ [W_Q | W_K | W_V]^T, went uncounted."""
+    w = np.ones((3, 2), np.float32).view(TimedArray)
+    side_by_side = np.concatenate([w, w], axis=1)  # (3, 4)
+    stacked, chosen = np.stack([w, w]), np.where(w > 0, w, 0)
+    assert all(type(a) is TimedArray for a in (side_by_side, stacked, chosen))
+    assert all(type(a) is TimedArray for a in np.split(side_by_side, 2, axis=1))
+    dy = np.ones((5, 4), np.float32)  # plain, as from np.empty
+    dx = dy @ side_by_side.T  # (5, 3)
+    np.testing.assert_array_equal(np.asarray(dx), np.full((5, 3), 4.0))
+    assert TimedArray.flops == 2 * 5 * 4 * 3
+
+
+def test_products_with_a_vector_are_counted_apart():
+    x = np.ones((4, 3), np.float32).view(TimedArray)
+    ones = np.ones(3, np.float32)
+    x @ ones  # a row sum written as a product (minitrans.ops.sums)
+    np.ones(4, np.float32) @ x  # a column sum
+    assert TimedArray.flops == 0 and TimedArray.vector_flops == 2 * 4 * 3 * 2
+    assert TimedArray.products == {((4, 3), (3,), "N", "N"): 1, ((4,), (4, 3), "N", "N"): 1}
+
+
+def step_flops(sizes):
+    """The floating-point operations of the matrix products of one training
+    step of an encoder-decoder, from its config: 2 m n k for an (m, k) by
+    (k, n) product. With n = batch * length positions (source and target of
+    one length T here), d = d_model, one layer's forward computes
+
+      self-attention:  Q, K, V, O projections   4 * 2 n d d
+                       scores Q K^T and P V     2 * 2 (batch h) T T d_k = 2 * 2 n T d
+      cross-attention (decoder): Q, O of the target, K, V of the memory: 4 * 2 n d d,
+                       and its scores and P V   2 * 2 n T d
+      feed-forward:    x W_1 and h W_2          2 * 2 n d d_ff
+
+    an encoder layer: self-attention and feed-forward; a decoder layer all
+    three; then the output projection, 2 n d V. The backward computes two
+    products for each product of the forward (dA = dC B^T and dB = A^T dC
+    for C = A B), so the step is 3 times the forward. Layer norms, softmax
+    and the loss compute their sums as products with a vector; those are
+    counted apart (TimedArray.vector_flops), not here."""
+    d, h, d_ff = sizes["d_model"], sizes["h"], sizes["d_ff"]
+    length = sizes["length"]
+    n = sizes["batch"] * length
+    projections = 4 * 2 * n * d * d
+    scores_and_values = 2 * 2 * n * length * d  # d = h * d_k
+    feed_forward = 2 * 2 * n * d * d_ff
+    encoder_layer = projections + scores_and_values + feed_forward
+    decoder_layer = 2 * (projections + scores_and_values) + feed_forward
+    output = 2 * n * d * sizes["vocab_size"]
+    forward = sizes["N"] * (encoder_layer + decoder_layer) + output
+    return 3 * forward
+
+
+def test_the_timer_counts_every_product_of_a_training_step():
+    """One step of the benchmark's minitrans worker, every array a
+    TimedArray: the count equals the formula. The vocabulary is above 64,
+    where the embedding's backward is a scatter-add: at most 64 it is a
+    one-hot product (minitrans.layers.embedding), minitrans's own choice,
+    not part of the model's work. With the timer's ``__array_function__``
+    taken out, the count fell short by the input-gradient products of the
+    fused Q/K/V and K/V projections (dy @ W^T with both operands plain)."""
+    from benchmark_worker import MinitransRunner
+
+    import minitrans
+
+    sizes = dict(d_model=32, h=4, N=2, d_ff=64, vocab_size=300, length=6, batch=4)
+    with minitrans.using("numpy", dtype="float32"):
+        runner = MinitransRunner(sizes, "cpu", threads=1, workers=1)
+        profile = runner.profile(steps=1)
+    assert profile["matmul_flops"] == step_flops(sizes)
+    assert profile["vector_flops"] > 0
 
 
 def test_layout_names_column_major_matrices():
@@ -112,6 +192,8 @@ def test_vs_pytorch_quick_run_reports():
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| tiny |" in run.stdout and "2 worker threads" in run.stdout
+    assert "ratio, glibc default malloc" in run.stdout and "| tiny | glibc default |" in run.stdout
+    assert "NumPy" in run.stdout.splitlines()[0] and "BLAS" in run.stdout.splitlines()[0]
     assert (
         "matrix products alone" not in run.stdout
     )  # only with one worker: see MinitransRunner.profile
@@ -169,3 +251,203 @@ def test_vs_pytorch_refuses_a_negative_pause():
     assert run.returncode == 2
     assert "--pause: expected a number >= 0, got -1.0" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+# ------------------------------------------------------------ allocators
+
+
+def test_allocator_environments():
+    assert allocators.allocator_env("tuned") == {"GLIBC_TUNABLES": allocators.TUNED_MALLOC}
+    assert allocators.allocator_env("default") == {}
+    inherited = {"PATH": "/bin", "GLIBC_TUNABLES": "glibc.malloc.arena_max=1",
+                 "LD_PRELOAD": "libother.so", "MALLOC_CONF": "narenas:1"}
+    assert allocators.worker_env("default", inherited) == {"PATH": "/bin"}
+    assert allocators.worker_env("tuned", inherited) == {
+        "PATH": "/bin", "GLIBC_TUNABLES": allocators.TUNED_MALLOC}
+
+
+def test_a_preloaded_allocator_is_found_or_refused(tmp_path):
+    (tmp_path / "libjemalloc.so.2").write_bytes(b"")
+    found = allocators.allocator_env("jemalloc", dirs=[str(tmp_path)])
+    assert found == {"LD_PRELOAD": str(tmp_path / "libjemalloc.so.2"),
+                     "MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1"}
+    with pytest.raises(ValueError, match="allocator: tcmalloc is not installed .*libtcmalloc"):
+        allocators.allocator_env("tcmalloc", dirs=[str(tmp_path)])
+    with pytest.raises(ValueError, match="expected one of tuned, jemalloc, tcmalloc, default, "
+                                         "got 'hoard'"):
+        allocators.allocator_env("hoard")
+
+
+def test_the_allocator_a_worker_runs_is_seen_from_inside(tmp_path, monkeypatch):
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f10 r-xp 0 08:01 1 /usr/lib/libjemalloc.so.2\n7f20-7f30 rw-p 0 0 0\n")
+    monkeypatch.delenv("MALLOC_CONF", raising=False)
+    assert allocators.allocator_in_use(str(maps)) == "jemalloc (libjemalloc.so.2)"
+    monkeypatch.setenv("MALLOC_CONF", "dirty_decay_ms:-1")
+    assert allocators.allocator_in_use(str(maps)) == (
+        "jemalloc (libjemalloc.so.2, MALLOC_CONF=dirty_decay_ms:-1)")
+    maps.write_text("7f00-7f10 r-xp 0 08:01 1 /usr/lib/libc.so.6\n")
+    monkeypatch.setenv("GLIBC_TUNABLES", allocators.TUNED_MALLOC)
+    assert allocators.allocator_in_use(str(maps)).startswith("glibc malloc, tuned")
+    monkeypatch.delenv("GLIBC_TUNABLES")
+    assert allocators.allocator_in_use(str(maps)) == "glibc malloc, default"
+
+
+def test_vs_pytorch_refuses_an_allocator_that_is_not_installed():
+    missing = [name for name in allocators.PRELOADED if allocators.find_library(name) is None]
+    if not missing:
+        pytest.skip("jemalloc and tcmalloc are both installed here")
+    run = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "vs_pytorch.py"), "--allocator", missing[0]],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 2
+    assert f"--allocator: {missing[0]} is not installed" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+# ------------------------------------------------------------ a worker's answers
+
+
+class _PageToucher:
+    """A stand-in runner whose step writes to every page of fresh memory."""
+
+    def step(self):
+        import mmap
+
+        pages = 256
+        block = mmap.mmap(-1, pages * mmap.PAGESIZE)
+        for page in range(pages):
+            block[page * mmap.PAGESIZE] = 1
+        block.close()
+
+
+def test_a_training_answer_carries_page_faults_and_system_time():
+    answer = train(_PageToucher(), steps=3)
+    assert len(answer["times"]) == 3 and answer["median"] > 0
+    assert answer["faults"] >= 3 * 256  # one per fresh page at least
+    assert answer["system_seconds"] >= 0 and isinstance(answer["system_seconds"], float)
+
+
+def test_an_error_fits_on_one_line():
+    assert one_line(RuntimeError("no compiler\nmore detail")) == "RuntimeError: no compiler"
+    assert one_line(ValueError()) == "ValueError"
+    assert len(one_line(OSError("x" * 500))) == 160
+
+
+# ------------------------------------------------------------ the report
+
+
+def _machine(**changes):
+    machine = {"date": "2026-11-24", "cpu": "Some CPU 9000", "arch": "x86_64", "cores": 2,
+               "python": "3.11.7", "numpy": "2.4.6",
+               "numpy_blas": "openblas 0.3.31, SkylakeX kernels", "torch": "2.13.0+cpu",
+               "torch_blas": "mkl 2024.2, CPU capability AVX512",
+               "kernel_variables": ["OPENBLAS_CORETYPE=Haswell"], "threads": 2,
+               "device": "cpu", "workers": 2, "blas_threads": 1, "allocator": "tuned"}
+    return {**machine, **changes}
+
+
+def _full_results(compile_result):
+    """A run of the tiny config with every worker: steps of 100 ms
+    (minitrans) against 125 ms (PyTorch), 110 / 200 ms with glibc's default
+    malloc, 80 ms compiled; 10 timed steps each."""
+    steps = {"minitrans": 0.100, "torch": 0.125, "minitrans default": 0.110,
+             "torch default": 0.200, "torch.compile": 0.080}
+    rusage = {"minitrans": (300, 0.01), "torch": (500, 0.02), "minitrans default": (400, 0.03),
+              "torch default": (90_000, 2.5), "torch.compile": (700, 0.04)}
+    if "error" in compile_result:
+        del steps["torch.compile"], rusage["torch.compile"]
+    return {
+        "peak_flops": 100e9,
+        "machine": _machine(),
+        "configs": {"tiny": {
+            "allocators": {"minitrans": "glibc malloc, tuned", "torch": "glibc malloc, tuned"},
+            "times": {label: [step] * 10 for label, step in steps.items()},
+            "rusage": {label: {"faults": faults, "system_seconds": system, "steps": 10}
+                       for label, (faults, system) in rusage.items()},
+            "compile": compile_result,
+            "profile": {"matmul_flops": 2e9, "matmul_seconds": 0.05},
+            "products_alone": None,
+            "memory": {"minitrans": {"peak_rss": 200 * 2**20},
+                       "torch": {"peak_rss": 400 * 2**20}},
+        }},
+    }
+
+
+def test_the_report_shows_the_untuned_ratio_and_torch_compile():
+    table = report(_full_results({"seconds": 31.4})).split("\n\n")[1].splitlines()
+    assert "| ratio (target) | ratio, glibc default malloc | torch.compile step" in table[0]
+    assert table[2].startswith(
+        "| tiny | 100 ms | 125 ms | 0.80 (<= 1.5) | 0.55 | 80 ms (1.25; compiled in 31 s) |")
+
+
+def test_a_failed_compilation_is_a_cell_that_says_why():
+    results = _full_results({"error": "InvalidCxxCompiler: no working C++ compiler | g++"})
+    row = report(results).split("\n\n")[1].splitlines()[2]
+    assert "| 0.55 | failed: InvalidCxxCompiler: no working C++ compiler / g++ |" in row
+
+
+def test_the_allocator_table_gives_faults_and_system_time_per_step():
+    rows = allocator_table(_full_results({"seconds": 30.0})).splitlines()
+    assert "page faults per step minitrans / PyTorch" in rows[0]
+    assert rows[2] == "| tiny | glibc tuned | 100 / 125 ms (0.80) | 30 / 50 | 1 / 2 ms |"
+    assert rows[3] == "| tiny | glibc default | 110 / 200 ms (0.55) | 40 / 9,000 | 3 / 250 ms |"
+    assert rows[4] == "| tiny | torch.compile | - / 80 ms | - / 70 | - / 4 ms |"
+
+
+def test_the_first_line_names_the_cpu_and_the_blas_kernels():
+    first = header(_full_results({"seconds": 30.0})).splitlines()[0]
+    assert first.startswith("2026-11-24, Some CPU 9000 (x86_64) with 2 cores; ")
+    for field in ("NumPy 2.4.6 BLAS: openblas 0.3.31, SkylakeX kernels",
+                  "PyTorch 2.13.0+cpu BLAS: mkl 2024.2, CPU capability AVX512",
+                  "OPENBLAS_CORETYPE=Haswell", "allocators: minitrans: glibc malloc, tuned"):
+        assert field in first
+    results = _full_results({"seconds": 30.0})
+    results["machine"]["kernel_variables"] = []
+    assert "OPENBLAS_CORETYPE unset" in header(results)
+
+
+def test_the_machine_facts_are_read_from_their_sources(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU 9000 @ 2.0GHz\nflags\t: avx2\n")
+    assert cpu_model(str(cpuinfo)) == "Some CPU 9000 @ 2.0GHz"
+    assert cpu_model(str(tmp_path / "absent"))  # platform's answer instead
+    entry = {"internal_api": "openblas", "version": "0.3.31", "architecture": "Haswell"}
+    assert describe_blas(entry) == "openblas 0.3.31, Haswell kernels"
+    shown = ("  - Intel(R) oneAPI Math Kernel Library Version 2024.2-Product Build 2024\n"
+             "  - CPU capability usage: AVX2\n  - Build settings: BLAS_INFO=mkl, BUILD_TYPE=R")
+    assert torch_blas(shown) == "mkl 2024.2, CPU capability AVX2"
+    assert torch_blas("BLAS_INFO=open") == "open"
+    environ = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "", "PATH": "/bin"}
+    assert kernel_variables(environ) == ["OPENBLAS_CORETYPE=Haswell"]
+
+
+def test_a_worker_that_cannot_compile_leaves_the_run_going():
+    from vs_pytorch import warm_up
+
+    class FakeWorker:
+        closed = False
+
+        def __init__(self, answer):
+            self.answer = answer
+
+        def ask(self, request, errors=False):
+            assert errors and request == {"do": "train", "steps": 3}
+            return self.answer
+
+        def close(self):
+            self.closed = True
+
+    failing = FakeWorker({"error": "InvalidCxxCompiler: no compiler"})
+    workers = {"torch": FakeWorker({"times": [0.2, 0.1, 0.1]}), "torch.compile": failing}
+    result = {}
+    warm_up(workers, result)
+    assert list(workers) == ["torch"] and failing.closed
+    assert result == {"compile": {"error": "InvalidCxxCompiler: no compiler"}}
+    workers["torch.compile"] = FakeWorker({"times": [31.0, 0.1, 0.1]})
+    warm_up(workers, result)
+    assert result == {"compile": {"seconds": 31.0}}
+    workers["torch"] = FakeWorker({"error": "MemoryError"})
+    with pytest.raises(RuntimeError, match=r"worker \(torch\) failed: MemoryError"):
+        warm_up(workers, result)

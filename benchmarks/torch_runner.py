@@ -1,0 +1,76 @@
+"""PyTorch's side of vs_pytorch.py: the same model as minitrans's worker,
+converted by minitrans.interop.torch, trained in eager mode or, with
+``compiled=True``, with ``torch.compile`` of the model (its default mode; the
+loss and Adam stay eager)."""
+
+import time
+
+from benchmark_worker import (BATCHES, DECODE_BATCH, DECODE_LENGTH, decode_sources,
+                              make_batches, model_config)
+
+
+class TorchRunner:
+    def __init__(self, sizes, device, threads, compiled=False):
+        import torch
+
+        import minitrans
+        from minitrans.interop.torch import paper_loss, to_torch
+        from minitrans.model.transformer import Transformer
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.device = torch.device("cuda" if device == "gpu" else "cpu")
+        config = model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1)
+        with minitrans.using("numpy", dtype="float32"):  # the same weights as the other worker
+            self.model = to_torch(Transformer(config, rng=0), self.device)
+        # compiled lazily, on the first step: the first step's time includes it
+        self.forward = torch.compile(self.model) if compiled else self.model
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9
+        )
+        self.loss_fn = paper_loss(config, 0.1)
+        self.batches = [
+            tuple(torch.from_numpy(a).to(self.device) for a in batch)
+            for batch in make_batches(sizes)
+        ]
+        self.count = 0
+
+    def step(self):
+        src, tgt_in, tgt_out = self.batches[self.count % BATCHES]
+        self.count += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.forward(src, tgt_in), tgt_out)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()  # waits for the device
+
+    def decode(self, cache):
+        """Greedy decoding by recomputing the prefix: nn.Transformer has no
+        key/value cache."""
+        torch = self.torch
+        config = self.model.config
+        src = torch.from_numpy(decode_sources(config.vocab_size)).to(self.device)
+        self.model.eval()
+        start = time.perf_counter()
+        with torch.no_grad():
+            prefix = torch.full((DECODE_BATCH, 1), 1, dtype=torch.long, device=self.device)  # <bos>
+            for _ in range(DECODE_LENGTH):
+                next_token = self.model(src, prefix)[:, -1].argmax(dim=-1, keepdim=True)
+                prefix = torch.cat([prefix, next_token], dim=1)
+        tokens = prefix[:, 1:].cpu().numpy()
+        return {"seconds": time.perf_counter() - start, "tokens": tokens.tolist()}
+
+    def time_products(self, products):
+        """minitrans's list of matrix products timed alone, by PyTorch."""
+        from matmul_timer import time_products
+
+        torch = self.torch
+        synchronize = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        return time_products(
+            products, torch.matmul, lambda a: torch.from_numpy(a).to(self.device), synchronize
+        )
+
+    def memory(self):
+        if self.device.type == "cuda":
+            return {"device_bytes": self.torch.cuda.max_memory_allocated()}
+        return {}
