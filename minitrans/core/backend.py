@@ -19,6 +19,9 @@ environment variables ``MINITRANS_BACKEND`` and ``MINITRANS_DTYPE``.
     with minitrans.using("numpy", dtype="float64"):
         ...  # gradient checks run here
 
+``kernels="reference"`` (or ``MINITRANS_KERNELS``) chooses the kernel set as
+well: see ``minitrans.core.kernels``.
+
 Random initial weights are always drawn on the host with a seeded NumPy
 generator and then moved to the device, so a seed gives the same weights on
 every backend.
@@ -29,6 +32,8 @@ import math
 import os
 
 import numpy as np
+
+from minitrans.core import kernels as _kernels
 
 BACKENDS = ("numpy", "cupy", "strict")
 DTYPES = ("float32", "float64")
@@ -42,7 +47,8 @@ _state = {}  # name, xp, dtype; filled from the environment on first use
 
 
 def _ensure_initialised():
-    """Read MINITRANS_BACKEND and MINITRANS_DTYPE the first time they matter."""
+    """Read MINITRANS_BACKEND, MINITRANS_DTYPE and MINITRANS_KERNELS the first
+    time they matter."""
     if _state:
         return
     name = os.environ.get("MINITRANS_BACKEND", "numpy") or "numpy"
@@ -52,6 +58,7 @@ def _ensure_initialised():
     if dtype not in DTYPES:
         raise ValueError(f"MINITRANS_DTYPE: expected one of {DTYPES}, got {dtype!r}")
     _state.update(name=name, xp=_load(name), dtype=np.dtype(dtype))
+    _kernels.active()  # reads and checks MINITRANS_KERNELS
 
 
 def _load_cupy():
@@ -105,13 +112,16 @@ def _is_dtype_like(dtype):
     return True
 
 
-def use(name=None, dtype=None):
-    """Select the backend (``"numpy"``, ``"cupy"``, ``"strict"``) and/or dtype.
+def use(name=None, dtype=None, kernels=None):
+    """Select the backend (``"numpy"``, ``"cupy"``, ``"strict"``), the dtype
+    and/or the kernel set (``"fast"``, ``"reference"``).
 
     Arrays and layers created before the switch stay where they are; move them
     with ``to_device``.
     """
     _ensure_initialised()
+    if kernels is not None:
+        _kernels.use(kernels)
     if name is not None:
         if name not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {name!r}")
@@ -127,15 +137,16 @@ def set_dtype(dtype):
 
 
 @contextlib.contextmanager
-def using(name=None, dtype=None):
-    """Temporarily switch backend and/or dtype inside a ``with`` block."""
+def using(name=None, dtype=None, kernels=None):
+    """Temporarily switch backend, dtype and/or kernel set inside a ``with`` block."""
     _ensure_initialised()
-    saved = dict(_state)
+    saved, saved_kernels = dict(_state), _kernels.active()
     try:
-        use(name, dtype)
+        use(name, dtype, kernels)
         yield
     finally:
         _state.update(saved)
+        _kernels.use(saved_kernels)
 
 
 def get_xp():

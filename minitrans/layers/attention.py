@@ -4,7 +4,7 @@ import math
 
 from minitrans.core import backend, checks
 from minitrans.layers.module import Module
-from minitrans.ops.softmax import softmax_backward, softmax_in_place
+from minitrans.ops.softmax import attention_softmax, attention_softmax_backward
 
 
 class ScaledDotProductAttention(Module):
@@ -46,9 +46,8 @@ class ScaledDotProductAttention(Module):
         scores *= scale
         if check and mask is not None:
             checks.check_mask("mask", mask, scores.shape)
-        # softmax(scores), or masked_softmax(scores, mask), computed in the
-        # scores' own array: the fast version, see minitrans.ops.softmax
-        P = softmax_in_place(scores, mask)
+        # masked_softmax(scores, mask); the fast version may write over the scores
+        P = attention_softmax(scores, mask)
         self.cache = (Q, K, V, P, scale)
         return P @ V
 
@@ -61,7 +60,7 @@ class ScaledDotProductAttention(Module):
         dQ_out, dK_out, dV_out = out
         dV = xp.matmul(P.swapaxes(-1, -2), dout, out=dV_out)  # P^T dout
         dP = dout @ V.swapaxes(-1, -2)
-        dS = softmax_backward(P, dP, out=dP)  # masked entries have P = 0, so dS = 0
+        dS = attention_softmax_backward(P, dP)  # masked entries have P = 0, so dS = 0
         dS *= scale  # once here, rather than on dQ and dK
         dQ = xp.matmul(dS, K, out=dQ_out)  # dS K
         dK = xp.matmul(dS.swapaxes(-1, -2), Q, out=dK_out)  # dS^T Q
