@@ -1,9 +1,10 @@
 """The benchmark's own instruments: the matrix-product timer counts every
 product a step computes (``@`` and ``matmul(..., out=)``) without changing a
 number, with several worker threads too, the products-alone table reports
-the right ratios, and a smoke run
+the right ratios, a smoke run
 of ``benchmarks/vs_pytorch.py --quick`` ends with its report (skipped when
-PyTorch is absent).
+PyTorch is absent), and one of ``benchmarks/kernels.py --quick`` prints a
+row for every kernel pair.
 
 The benchmark's speed claims are measured by running it, never here.
 """
@@ -169,3 +170,22 @@ def test_vs_pytorch_refuses_a_negative_pause():
     assert run.returncode == 2
     assert "--pause: expected a number >= 0, got -1.0" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_kernels_quick_run_prints_a_row_for_every_pair():
+    """``benchmarks/kernels.py --quick`` runs every kernel pair once on the
+    tiny config and prints its table (no timing claims here)."""
+    from minitrans.core import kernels
+
+    run = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "kernels.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    first_line = run.stdout.splitlines()[0]
+    assert "NumPy" in first_line and "BLAS" in first_line
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| ")][1:]
+    assert {row.split(" | ")[0][2:] for row in rows} == set(kernels.PAIRS)
+    assert all(" tiny " in row for row in rows)
