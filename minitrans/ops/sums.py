@@ -16,10 +16,11 @@ multiplies and adds in one loop and forms no ``a * b`` array.
 
 How much faster depends on the machine and on the length n of the summed
 axis; ``python benchmarks/kernels.py`` measures it (table and rule in
-benchmarks/README.md). Short rows, n <= 2048 (every layer-norm and bias
-sum), won 3 to 20 times on every machine measured. For the 8000 logits of a
-row of the base config the product won 1.7 times on one 2-core machine and
-lost 2.6 times on another, so that is the length to rerun on a new machine.
+benchmarks/README.md). Rows of up to about 2000 numbers (every layer-norm
+and bias sum) were summed 2 to 20 times faster by the product on every
+machine measured. For the 8000 logits of a row of the base config the
+product won 1.6 to 4 times on one 2-core machine and lost 2.6 times on
+another, so that is the length to rerun on a new machine.
 
 Float32 BLAS adds in several partial sums, so results can differ from
 NumPy's pairwise summation in the last bits; both are equally accurate for
