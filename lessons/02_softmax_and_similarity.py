@@ -80,8 +80,10 @@ with np.errstate(over="ignore", invalid="ignore", under="ignore"):
 #
 # With $c = \max_j z_j$ the largest exponent is $e^0 = 1$, so nothing
 # overflows, and the denominator is at least 1, so nothing divides by zero.
-# `minitrans.ops.softmax.softmax` does exactly this. The scores $[1000, 999, 998]$
-# behave like $[0, -1, -2]$:
+# `minitrans.ops.softmax.softmax` does exactly this, in two lines that read
+# as the equation (its reference version; the attention layers run a fast
+# one beside it, `softmax_in_place`, met in lesson 5). The scores
+# $[1000, 999, 998]$ behave like $[0, -1, -2]$:
 
 # %%
 print("stable softmax(z)    =", softmax(large).round(4))
@@ -98,7 +100,10 @@ print("softmax([0, -1, -2]) =", softmax(np.array([0.0, -1.0, -2.0])).round(4))
 #
 # and for an upstream gradient $\partial L/\partial y$ the backward is
 # $\partial L/\partial z_i = y_i\left(\partial L/\partial y_i - \sum_j y_j\, \partial L/\partial y_j\right)$,
-# which is `minitrans.ops.softmax.softmax_backward(y, dy)`. Keep one consequence in
+# which is `minitrans.ops.softmax.softmax_backward(y, dy)`, one line:
+# `y * (dy - (dy * y).sum(axis, keepdims=True))` (attention's backward runs
+# `softmax_backward_in_place` beside it, the same numbers written over `dy`).
+# Keep one consequence in
 # mind for later: if $y$ is close to one-hot (one $y_i \approx 1$, the rest
 # $\approx 0$), every entry $y_i(\delta_{ij} - y_j)$ is close to 0, and almost
 # no gradient reaches the scores.

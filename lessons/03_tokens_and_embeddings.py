@@ -302,7 +302,12 @@ print("rows with a nonzero gradient:", np.flatnonzero(np.abs(grad).sum(axis=1)).
 # A classic bug hides here. NumPy's `grad[ids] += rows` does **not** add up
 # repeated ids: it reads all rows, adds, and writes back, so for a repeated id
 # the last write wins and the other contributions are lost. `np.add.at`
-# (`xp.add.at` in minitrans, also on CuPy) accumulates them:
+# (`xp.add.at` in minitrans, also on CuPy) accumulates them. That one line
+# is `add_rows_at_reference` in `minitrans/layers/embedding.py`; the layer
+# runs its fast twin `add_rows_at_fast` by default, the one-hot product
+# above for a small vocabulary and `add.at` on the flattened table for a
+# large one, the same sums, several times faster (`python
+# benchmarks/kernels.py`).
 
 # %%
 buggy = np.zeros_like(grad)

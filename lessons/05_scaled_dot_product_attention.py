@@ -351,8 +351,11 @@ print(f"max of each head (256 (64, 64) blocks): {best_time(lambda: scores_demo.m
 print(f"exp of every score:                   {best_time(lambda: np.exp(scores_demo)):.2f} ms")
 
 # %% [markdown]
-# So `ScaledDotProductAttention` calls `softmax_in_place` from
-# `minitrans/softmax.py`: it subtracts **one** number per head of each
+# So `ScaledDotProductAttention` calls `attention_softmax(scores, mask)`
+# from `minitrans/ops/softmax.py`, a *kernel pair*: its reference version is
+# `masked_softmax` (`softmax` without a mask), which reads as the equation,
+# and its fast version, `softmax_in_place`, which runs by default, subtracts
+# **one** number per head of each
 # sentence, the largest score of that $(T_q, T_k)$ block, and writes the
 # result into the array of scores instead of a new one. Is one shift for a
 # whole block safe? Nothing overflows (it is the block's largest score). The
@@ -383,9 +386,13 @@ print("softmax_in_place (spread 1002 > 60, so each row's own max):\n", softmax_i
 # %% [markdown]
 # The blind shift turns the second row into $0/0$ = NaN; `softmax_in_place`
 # gives both rows the same weights, as it should, since they differ by a
-# constant. The fast version is what trains; `softmax` and `masked_softmax`
-# stay the clear versions, and `tests/test_attention.py` checks that all of
-# them agree, with masks, fully masked rows, both shifts and NaN.
+# constant. The fast version is what trains by default; `softmax` and
+# `masked_softmax` stay the reference versions, and `tests/test_kernels.py`
+# and `tests/test_attention.py` check that they agree, with masks, fully
+# masked rows, both shifts and NaN. To run the whole model on the reference
+# versions, set `MINITRANS_KERNELS=reference` or call
+# `minitrans.use(kernels="reference")` (lesson 12); `python
+# benchmarks/kernels.py` times each fast version against its reference.
 #
 # ## Exercise: attention with a mask
 #

@@ -144,6 +144,20 @@ print("max |dx - (dy + dx_branch)| =", float(np.abs(minitrans.to_numpy(dx - (dy 
 # $\gamma = 1$, $\beta = 0$, every position comes out with mean 0 and variance
 # 1 (exactly $\sigma^2 / (\sigma^2 + \epsilon)$, which is 1 to float32
 # precision here).
+#
+# In minitrans these three equations are `layer_norm_reference`, in
+# `minitrans/layers/layernorm.py`, line for line. The layer runs its fast
+# twin `layer_norm_fast` by default (the same numbers with two arrays of
+# shape $(B, T, d)$ instead of six, and the sums as matrix products);
+# `MINITRANS_KERNELS=reference` switches every layer to the reference
+# versions (lesson 12).
+
+# %%
+import inspect
+
+from minitrans.layers.layernorm import layer_norm_reference
+
+print(inspect.getsource(layer_norm_reference))
 
 # %%
 rng = np.random.default_rng(0)
@@ -336,7 +350,14 @@ plt.show()
 # \qquad g = \frac{\partial L}{\partial y} \odot \gamma,\quad
 # \hat{x} = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}},$$
 #
-# with the means over the feature axis (lesson 11 derives it).
+# with the means over the feature axis (lesson 11 derives it). In code,
+# `layer_norm_backward_reference` (its fast twin, `layer_norm_backward_fast`,
+# builds $dx$ in place):
+
+# %%
+from minitrans.layers.layernorm import layer_norm_backward_reference
+
+print(inspect.getsource(layer_norm_backward_reference))
 
 # %%
 from minitrans.tools.gradcheck import check_layer, format_table

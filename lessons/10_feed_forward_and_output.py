@@ -256,6 +256,25 @@ plt.show()
 # zero in the gradient. The gradient has a short form: at each real position,
 #
 # $$\frac{\partial L}{\partial \text{logits}_t} = \frac{p_t - q_t}{N}.$$
+#
+# Both equations are the reference versions in `minitrans/layers/loss.py`,
+# printed below: `smoothed_cross_entropy_reference` forms $\log p$ and $q$
+# and sums $-q \log p$; `smoothed_cross_entropy_backward_reference` is
+# $(p - q)$ times each position's weight, $1/N$ or 0 at padding. The layer
+# runs their fast twins by default (`..._fast` beside them), which form
+# neither $q$ nor the $(B, T, V)$ array of $\log p$: with a vocabulary of
+# 8000 these are the largest arrays of a step.
+
+# %%
+import inspect
+
+from minitrans.layers.loss import (
+    smoothed_cross_entropy_backward_reference,
+    smoothed_cross_entropy_reference,
+)
+
+print(inspect.getsource(smoothed_cross_entropy_reference))
+print(inspect.getsource(smoothed_cross_entropy_backward_reference))
 
 # %%
 PAD = 0

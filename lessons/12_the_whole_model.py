@@ -359,6 +359,27 @@ print(f"\n{len(results)} tensors, {sum(r.passed for r in results)} pass, worst r
 # Every parameter of Figure 1, from the source embedding to the generator,
 # agrees with central differences to about nine digits or better.
 #
+# ### Reference and fast kernels
+#
+# The layers you have read call a few *kernels* that come in two versions,
+# side by side in one module: a reference version that reads as the
+# equation (`softmax`, the layer-norm formulas, $-\sum q \log p$, Adam with
+# $\hat m$ and $\hat v$) and a fast version that computes the same numbers
+# with fewer arrays or inside BLAS. The fast ones run by default. To follow a
+# number through the model on the reference versions only, start Python with
+# `MINITRANS_KERNELS=reference`, or call `minitrans.use(kernels="reference")`
+# (`with minitrans.using(kernels="reference"):` for one block). The tests
+# check every pair equal, and run the gradient check above and a short
+# training on both sets; `python benchmarks/kernels.py` times each pair.
+# One pair differs on purpose: dropout's fast masks come from 16-bit random
+# integers, so a seed drops other elements than on the reference set.
+
+# %%
+from minitrans.core import kernels
+
+print("active kernel set:", kernels.active())
+print("pairs:", ", ".join(sorted(kernels.PAIRS)))
+#
 # ## 6. The decoder-only sibling
 #
 # Drop the encoder and the cross-attention, keep the masked self-attention

@@ -44,6 +44,22 @@ np.set_printoptions(precision=6, suppress=True)
 # every weight moves by roughly $\text{lr}$ per step, whatever the scale of
 # its gradient.
 #
+# In minitrans the update of one parameter is a pure function,
+# `adam_update(param, grad, m, v, t, lr, betas, eps)` in
+# `minitrans/training/updates.py`. Its reference version reads as the
+# equations above, $\hat m$ and $\hat v$ included; `minitrans.Adam` only
+# decides which parameters to update, in which blocks and on which threads
+# (`minitrans/training/optim.py`). By default it runs the fast twin,
+# `adam_update_fast`, the same numbers computed in place in one scratch array.
+
+# %%
+import inspect
+
+from minitrans.training.updates import adam_update_reference
+
+print(inspect.getsource(adam_update_reference))
+
+# %% [markdown]
 # An optimiser updates a `Module`'s parameters from its `grads`, by name. The
 # smallest such module holds one parameter; we set its gradient by hand.
 

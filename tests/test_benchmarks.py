@@ -5,7 +5,8 @@ threads too, and its count of a step matches a formula from the config; the
 workers' allocators are the ones asked for (or refused), their answers carry
 page faults and system time; the report's tables and first line say what
 the measurements say; and a smoke run of ``benchmarks/vs_pytorch.py
---quick`` ends with its report (skipped when PyTorch is absent).
+--quick`` ends with its report (skipped when PyTorch is absent), and one of
+``benchmarks/kernels.py --quick`` prints a row for every kernel pair.
 
 The benchmark's speed claims are measured by running it, never here.
 """
@@ -451,3 +452,22 @@ def test_a_worker_that_cannot_compile_leaves_the_run_going():
     workers["torch"] = FakeWorker({"error": "MemoryError"})
     with pytest.raises(RuntimeError, match=r"worker \(torch\) failed: MemoryError"):
         warm_up(workers, result)
+
+
+def test_kernels_quick_run_prints_a_row_for_every_pair():
+    """``benchmarks/kernels.py --quick`` runs every kernel pair once on the
+    tiny config and prints its table (no timing claims here)."""
+    from minitrans.core import kernels
+
+    run = subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, "kernels.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    first_line = run.stdout.splitlines()[0]
+    assert "NumPy" in first_line and "BLAS" in first_line
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| ")][1:]
+    assert {row.split(" | ")[0][2:] for row in rows} == set(kernels.PAIRS)
+    assert all(" tiny " in row for row in rows)

@@ -125,22 +125,23 @@ def test_both_ways_of_adding_up_rows_agree_with_a_loop(backend_name, randn, voca
     )
 
 
-def test_add_rows_at_equals_row_wise_add_at_bit_for_bit(backend_name):
-    from minitrans.layers.embedding import add_rows_at
+def test_flat_add_at_equals_row_wise_add_at_bit_for_bit(backend_name):
+    from minitrans.layers.embedding import ONE_HOT_VOCAB, add_rows_at
 
     rng = np.random.default_rng(0)
-    row_ids = rng.integers(0, 50, size=400)  # many repeats
+    vocab_size = ONE_HOT_VOCAB + 16  # above it: the fast version's flat add.at
+    row_ids = rng.integers(0, vocab_size, size=400)  # many repeats
     rows = rng.standard_normal((400, 6)).astype(np.float32)
-    expected = np.zeros((50, 6), dtype=np.float32)
+    expected = np.zeros((vocab_size, 6), dtype=np.float32)
     np.add.at(expected, row_ids, rows)
-    table = minitrans.to_device(np.zeros((50, 6), dtype=np.float32))
-    add_rows_at(table, minitrans.to_device(row_ids), minitrans.to_device(rows))
+    table = minitrans.to_device(np.zeros((vocab_size, 6), dtype=np.float32))
+    add_rows_at.fast(table, minitrans.to_device(row_ids), minitrans.to_device(rows))
     np.testing.assert_array_equal(minitrans.to_numpy(table), expected)
 
 
-def test_add_rows_at_refuses_a_strided_table():
-    from minitrans.layers.embedding import add_rows_at
+def test_flat_add_at_refuses_a_strided_table():
+    from minitrans.layers.embedding import ONE_HOT_VOCAB, add_rows_at
 
-    table = np.zeros((6, 4), dtype=np.float32)[::2]  # every other row: reshape would copy
+    table = np.zeros((2 * ONE_HOT_VOCAB + 4, 4), np.float32)[::2]  # reshape would copy
     with pytest.raises(ValueError, match="table: expected a C-contiguous array"):
-        add_rows_at(table, np.array([0, 1]), np.ones((2, 4), dtype=np.float32))
+        add_rows_at.fast(table, np.array([0, 1]), np.ones((2, 4), dtype=np.float32))

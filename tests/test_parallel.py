@@ -9,12 +9,13 @@ import pytest
 import minitrans
 from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
+from minitrans.core.threads import usable_cores
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.tools.gradcheck import TOLERANCE, numeric_gradient, relative_error
-from minitrans.training.parallel import DataParallel, replicate, shard_bounds, usable_cores
+from minitrans.training.parallel import DataParallel, replicate, shard_bounds
 from minitrans.training.trainer import TrainConfig
 
 VOCAB = 13

@@ -19,6 +19,9 @@ environment variables ``MINITRANS_BACKEND`` and ``MINITRANS_DTYPE``.
     with minitrans.using("numpy", dtype="float64"):
         ...  # gradient checks run here
 
+``kernels="reference"`` (or ``MINITRANS_KERNELS``) chooses the kernel set as
+well: see ``minitrans.core.kernels``.
+
 Random initial weights are always drawn on the host with a seeded NumPy
 generator and then moved to the device, so a seed gives the same weights on
 every backend.
@@ -33,6 +36,7 @@ import numpy as np
 # checks imports this module too; each uses the other only inside functions,
 # so either may be imported first.
 from minitrans.core import checks
+from minitrans.core import kernels as _kernels
 
 BACKENDS = ("numpy", "cupy", "strict")
 DTYPES = ("float32", "float64")
@@ -46,7 +50,8 @@ _state = {}  # name, xp, dtype; filled from the environment on first use
 
 
 def _ensure_initialised():
-    """Read MINITRANS_BACKEND and MINITRANS_DTYPE the first time they matter."""
+    """Read MINITRANS_BACKEND, MINITRANS_DTYPE and MINITRANS_KERNELS the first
+    time they matter."""
     if _state:
         return
     name = os.environ.get("MINITRANS_BACKEND", "numpy") or "numpy"
@@ -54,6 +59,7 @@ def _ensure_initialised():
     checks.check_choice("MINITRANS_BACKEND", name, BACKENDS)
     checks.check_choice("MINITRANS_DTYPE", dtype, DTYPES)
     _state.update(name=name, xp=_load(name), dtype=np.dtype(dtype))
+    _kernels.active()  # reads and checks MINITRANS_KERNELS
 
 
 def _load_cupy():
@@ -106,13 +112,16 @@ def _is_dtype_like(dtype):
     return True
 
 
-def use(name=None, dtype=None):
-    """Select the backend (``"numpy"``, ``"cupy"``, ``"strict"``) and/or dtype.
+def use(name=None, dtype=None, kernels=None):
+    """Select the backend (``"numpy"``, ``"cupy"``, ``"strict"``), the dtype
+    and/or the kernel set (``"fast"``, ``"reference"``).
 
     Arrays and layers created before the switch stay where they are; move them
     with ``to_device``.
     """
     _ensure_initialised()
+    if kernels is not None:
+        _kernels.use(kernels)
     if name is not None:
         checks.check_choice("backend", name, BACKENDS)
         _state["xp"] = _load(name)
@@ -127,15 +136,16 @@ def set_dtype(dtype):
 
 
 @contextlib.contextmanager
-def using(name=None, dtype=None):
-    """Temporarily switch backend and/or dtype inside a ``with`` block."""
+def using(name=None, dtype=None, kernels=None):
+    """Temporarily switch backend, dtype and/or kernel set inside a ``with`` block."""
     _ensure_initialised()
-    saved = dict(_state)
+    saved, saved_kernels = dict(_state), _kernels.active()
     try:
-        use(name, dtype)
+        use(name, dtype, kernels)
         yield
     finally:
         _state.update(saved)
+        _kernels.use(saved_kernels)
 
 
 def get_xp():

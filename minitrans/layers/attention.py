@@ -4,7 +4,7 @@ import math
 
 from minitrans.core import checks
 from minitrans.layers.module import Module
-from minitrans.ops.softmax import softmax_backward, softmax_in_place
+from minitrans.ops.softmax import attention_softmax, attention_softmax_backward
 
 
 class ScaledDotProductAttention(Module):
@@ -43,9 +43,8 @@ class ScaledDotProductAttention(Module):
         scores *= scale
         if mask is not None:
             checks.check_mask("mask", mask, scores.shape)
-        # softmax(scores), or masked_softmax(scores, mask), computed in the
-        # scores' own array: the fast version, see minitrans.ops.softmax
-        P = softmax_in_place(scores, mask)
+        # masked_softmax(scores, mask); the fast version may write over the scores
+        P = attention_softmax(scores, mask)
         self.cache = (Q, K, V, P, scale)
         return P @ V
 
@@ -54,7 +53,7 @@ class ScaledDotProductAttention(Module):
         checks.check_same_shape("dout", dout, (*P.shape[:-1], V.shape[-1]))
         dV = P.swapaxes(-1, -2) @ dout  # P^T dout
         dP = dout @ V.swapaxes(-1, -2)
-        dS = softmax_backward(P, dP, out=dP)  # masked entries have P = 0, so dS = 0
+        dS = attention_softmax_backward(P, dP)  # masked entries have P = 0, so dS = 0
         dS *= scale  # once here, rather than on dQ and dK
         dQ = dS @ K
         dK = dS.swapaxes(-1, -2) @ Q  # dS^T Q

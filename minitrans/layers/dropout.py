@@ -1,6 +1,6 @@
 """Inverted dropout (Srivastava et al., 2014; paper §5.4)."""
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, kernels
 from minitrans.layers.module import Module
 
 MASK_LEVELS = 2**16  # the values a 16-bit random integer can take
@@ -20,6 +20,8 @@ class Dropout(Module):
     ``seed`` (or by a number drawn from ``rng``); ``reset_rng()`` starts the
     sequence of masks again, which gradient checks use to get the same mask at
     every forward, and ``reset_rng(step)`` gives each training step its own.
+    The mask is drawn by a kernel pair, ``dropout_keep_mask``: the fast one
+    draws other masks than the reference for the same seed (see below).
 
     Inputs:
         x: any shape
@@ -70,14 +72,32 @@ class Dropout(Module):
         return result
 
     def _draw_keep_mask(self, shape):
-        """m ~ Bernoulli(1 - p), as a boolean array.
+        """m ~ Bernoulli(1 - p), as a boolean array."""
+        return dropout_keep_mask(self.rng, shape, self.p)
 
-        The plain way is ``rng.random(shape) >= p``. A random 16-bit integer
-        compared with p * 65536 gives the same mask, up to rounding p to a
-        multiple of 1/65536 (0.1 becomes 0.100006), and costs a third as
-        much to draw as a float32: 0.6 ms against 1.7 ms for (2048, 256) on
-        the CPU, and dropout draws a mask on every sub-layer of every step.
-        """
-        threshold = min(round(self.p * MASK_LEVELS), MASK_LEVELS - 1)
-        draws = backend.random_uint16(self.rng, shape)
-        return draws >= threshold
+
+def dropout_keep_mask_reference(rng, shape, p):
+    """m ~ Bernoulli(1 - p), boolean, of ``shape``: a uniform number in
+    [0, 1) for each element, kept where it is at least p. ``rng``: a
+    ``backend.device_rng``."""
+    return rng.random(shape) >= p
+
+
+def dropout_keep_mask_fast(rng, shape, p):
+    """The same distribution, from 16-bit random integers compared with
+    p * 65536: up to rounding p to a multiple of 1/65536 (0.1 becomes
+    0.100006). A 16-bit integer costs a third as much to draw as a float
+    (0.6 ms against 1.7 ms for (2048, 256) on the CPU), and dropout draws a
+    mask on every sub-layer of every step. Timed against the reference by
+    ``python benchmarks/kernels.py``.
+
+    NOT the same masks as the reference for a seed: the two read the
+    generator's bits differently. Runs are reproducible within one kernel
+    set; the losses of a seed differ between the sets by which elements
+    dropout dropped.
+    """
+    threshold = min(round(p * MASK_LEVELS), MASK_LEVELS - 1)
+    return backend.random_uint16(rng, shape) >= threshold
+
+
+dropout_keep_mask = kernels.pair(dropout_keep_mask_reference, dropout_keep_mask_fast)

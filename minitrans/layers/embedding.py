@@ -2,7 +2,7 @@
 
 import math
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, kernels
 from minitrans.layers import init
 from minitrans.layers.module import Module
 
@@ -18,8 +18,9 @@ class Embedding(Module):
     Backward:  dW_E[v] += sqrt(d_model) * sum of dy[b, t] over all (b, t)
                with ids[b, t] == v
 
-    The backward is a scatter-add: a token that appears several times in the
-    batch receives the sum of the gradients of all its positions. Token ids are
+    The backward is a scatter-add (the kernel pair ``add_rows_at``): a token
+    that appears several times in the batch receives the sum of the
+    gradients of all its positions. Token ids are
     integers, so ``backward`` returns ``None`` (there is nothing to
     differentiate with respect to them).
 
@@ -73,36 +74,43 @@ class Embedding(Module):
     def backward(self, dy):
         ids = self.saved()
         checks.check_same_shape("dy", dy, (*ids.shape, self.d_model))
-        xp = backend.get_xp()
         rows = dy.reshape(-1, self.d_model) * self.scale  # (N, d_model)
-        flat_ids = ids.reshape(-1)
-        grad = self._owner.grads["W_E"]
-        if self.vocab_size <= ONE_HOT_VOCAB:
-            # the same scatter-add as a product: one_hot^T (V, N) @ rows (N, d).
-            # For a small vocabulary that is far faster than add.at, which
-            # adds row by row (1 ms against 8 for the copy task's 11 tokens).
-            one_hot = (flat_ids[:, None] == xp.arange(self.vocab_size)).astype(rows.dtype)
-            grad += one_hot.T @ rows
-        else:
-            add_rows_at(grad, flat_ids, rows)  # repeated ids add up
+        add_rows_at(self._owner.grads["W_E"], ids.reshape(-1), rows)  # repeated ids add up
         return None
 
 
-def add_rows_at(table, row_ids, rows):
+def add_rows_at_reference(table, row_ids, rows):
     """table[row_ids[i]] += rows[i] for every i, the rows of a repeated id
-    adding up: ``xp.add.at(table, row_ids, rows)``, done on the flat table.
+    adding up: NumPy's unbuffered scatter-add ``add.at``.
 
-    Each row becomes d_model single numbers, number j of row i going to
-    element row_ids[i] * d_model + j of the flattened table. ``add.at`` with
-    one index per number runs a tight loop, where with one index per row it
-    goes through a general path row by row: 1.8 ms against 10 ms for 2048
-    rows of 256 (benchmarks/README.md). The sums are the same, bit for bit.
+    Inputs:
+        table: (V, d) C-contiguous, row_ids: (N,) ints in [0, V), rows: (N, d)
     """
-    xp, width = backend.get_xp(), table.shape[1]
+    backend.get_xp().add.at(table, row_ids, rows)
+
+
+def add_rows_at_fast(table, row_ids, rows):
+    """The same sums, two ways faster than ``add.at`` row by row. Up to
+    ONE_HOT_VOCAB rows in the table, a product, one_hot^T (V, N) @ rows
+    (N, d): 1 ms against 8 for the copy task's 11 tokens. Above it, add.at on
+    the flat table, number j of row i going to element row_ids[i] * d + j,
+    a tight loop where add.at with one index per row goes through a general
+    path row by row: 1.8 ms against 10 ms for 2048 rows of 256, with the same
+    sums bit for bit. Timed against the reference by
+    ``python benchmarks/kernels.py``.
+    """
+    xp, (vocab_size, width) = backend.get_xp(), table.shape
+    if vocab_size <= ONE_HOT_VOCAB:
+        one_hot = (row_ids[:, None] == xp.arange(vocab_size)).astype(rows.dtype)  # (N, V)
+        table += one_hot.T @ rows
+        return
     if not table.flags.c_contiguous:  # reshape(-1) would copy, and the sums be lost
         raise ValueError("table: expected a C-contiguous array, got a strided view")
     element_ids = (row_ids[:, None] * width + xp.arange(width)).reshape(-1)
     xp.add.at(table.reshape(-1), element_ids, rows.reshape(-1))
+
+
+add_rows_at = kernels.pair(add_rows_at_reference, add_rows_at_fast)
 
 
 def _check_can_share(owner, vocab_size, d_model):

@@ -1,9 +1,9 @@
 """Layer normalisation over the feature axis (Ba, Kiros and Hinton, 2016)."""
 
-from minitrans.core import checks
+from minitrans.core import checks, kernels
 from minitrans.layers import init
 from minitrans.layers.module import Module
-from minitrans.ops.sums import dot_last, dot_leading, mean_last, sum_leading
+from minitrans.ops.sums import dot_last_fast, dot_leading_fast, mean_last_fast, sum_leading_fast
 
 
 class LayerNorm(Module):
@@ -20,6 +20,11 @@ class LayerNorm(Module):
 
     Unlike batch norm, the statistics are per position, so the layer behaves
     the same in training and evaluation and for any batch size.
+
+    Forward and backward are kernel pairs (``minitrans.core.kernels``):
+    ``layer_norm_reference`` and ``layer_norm_backward_reference`` below
+    read as these equations, the ``_fast`` versions beside them compute the
+    same numbers with fewer arrays. Both keep the cache (x_hat, 1 / sqrt(var + eps)).
 
     Parameters:
         gamma: (d_model,) starts at 1
@@ -45,31 +50,70 @@ class LayerNorm(Module):
             "x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["gamma"].dtype
         )
         checks.check_finite("x", x)
-        mu = mean_last(x)  # x.mean(axis=-1, keepdims=True), see minitrans.ops.sums
-        x_hat = x - mu  # centred for now; normalised in place below
-        # var = mean(x_hat^2): each row's dot product with itself, with no
-        # (..., D) array of squares
-        var = dot_last(x_hat, x_hat) * (1.0 / self.d_model)
-        inv_std = 1.0 / (var + self.eps) ** 0.5
-        x_hat *= inv_std
-        self.cache = (x_hat, inv_std)
-        y = x_hat * self.params["gamma"]
-        y += self.params["beta"]
+        y, self.cache = layer_norm(x, self.params["gamma"], self.params["beta"], self.eps)
         return y
 
     def backward(self, dy):
         x_hat, inv_std = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
-        gamma = self.params["gamma"]
-        self.grads["gamma"] += dot_leading(dy, x_hat)  # sum over positions of dy * x_hat
-        self.grads["beta"] += sum_leading(dy)
-        # dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) * inv_std,
-        # with dx_hat = dy * gamma; both means per row, see minitrans.ops.sums
-        dx = dy * gamma  # dx_hat for now, dx in place below
-        mean_dx_hat = mean_last(dx)
-        mean_dx_hat_x_hat = dot_last(dx, x_hat) * (1.0 / self.d_model)
-        correction = x_hat * mean_dx_hat_x_hat
-        correction += mean_dx_hat
-        dx -= correction
-        dx *= inv_std
+        dx, dgamma, dbeta = layer_norm_backward(dy, self.params["gamma"], x_hat, inv_std)
+        self.grads["gamma"] += dgamma
+        self.grads["beta"] += dbeta
         return dx
+
+
+def layer_norm_reference(x, gamma, beta, eps):
+    """y = gamma * x_hat + beta, and the cache (x_hat, 1 / sqrt(var + eps))."""
+    mu = x.mean(axis=-1, keepdims=True)  # (..., 1)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
+    std = (var + eps) ** 0.5
+    x_hat = (x - mu) / std  # (..., D)
+    return gamma * x_hat + beta, (x_hat, 1.0 / std)
+
+
+def layer_norm_fast(x, gamma, beta, eps):
+    """The reference's numbers, in two (..., D) arrays instead of six: x_hat
+    is centred and normalised in place, and the sums over the last axis are
+    matrix products (minitrans.ops.sums), the variance a dot product of each
+    row with itself, with no array of squares. Timed against the reference
+    by ``python benchmarks/kernels.py``."""
+    mu = mean_last_fast(x)
+    x_hat = x - mu  # centred for now; normalised in place below
+    var = dot_last_fast(x_hat, x_hat) * (1.0 / x.shape[-1])
+    inv_std = 1.0 / (var + eps) ** 0.5
+    x_hat *= inv_std
+    y = x_hat * gamma
+    y += beta
+    return y, (x_hat, inv_std)
+
+
+def layer_norm_backward_reference(dy, gamma, x_hat, inv_std):
+    """(dx, dgamma, dbeta), from the cache of the forward."""
+    D = x_hat.shape[-1]
+    dgamma = (dy * x_hat).reshape(-1, D).sum(axis=0)  # over every position
+    dbeta = dy.reshape(-1, D).sum(axis=0)
+    dx_hat = dy * gamma
+    mean_dx_hat = dx_hat.mean(axis=-1, keepdims=True)
+    mean_dx_hat_x_hat = (dx_hat * x_hat).mean(axis=-1, keepdims=True)
+    dx = (dx_hat - mean_dx_hat - x_hat * mean_dx_hat_x_hat) * inv_std
+    return dx, dgamma, dbeta
+
+
+def layer_norm_backward_fast(dy, gamma, x_hat, inv_std):
+    """The reference's numbers, with dx built in place in one (..., D) array
+    and the sums as matrix products (minitrans.ops.sums). Timed against the
+    reference by ``python benchmarks/kernels.py``."""
+    dgamma = dot_leading_fast(dy, x_hat)
+    dbeta = sum_leading_fast(dy)
+    dx = dy * gamma  # dx_hat for now, dx in place below
+    mean_dx_hat = mean_last_fast(dx)
+    mean_dx_hat_x_hat = dot_last_fast(dx, x_hat) * (1.0 / x_hat.shape[-1])
+    correction = x_hat * mean_dx_hat_x_hat
+    correction += mean_dx_hat
+    dx -= correction
+    dx *= inv_std
+    return dx, dgamma, dbeta
+
+
+layer_norm = kernels.pair(layer_norm_reference, layer_norm_fast)
+layer_norm_backward = kernels.pair(layer_norm_backward_reference, layer_norm_backward_fast)

@@ -1,9 +1,9 @@
 """The output side: log-softmax and cross-entropy with label smoothing."""
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, kernels
 from minitrans.layers.module import Module
 from minitrans.ops.softmax import log_softmax, log_softmax_backward
-from minitrans.ops.sums import mean_last, sum_last
+from minitrans.ops.sums import mean_last_fast, sum_last_fast
 
 
 class LogSoftmax(Module):
@@ -49,6 +49,10 @@ class LabelSmoothedCrossEntropy(Module):
 
         dlogits_t = (softmax(logits_t) - q_t) / (number of non-padding positions)
 
+    Both are kernel pairs: ``smoothed_cross_entropy_reference`` and
+    ``smoothed_cross_entropy_backward_reference`` below read as these
+    equations, the ``_fast`` versions beside them form neither q nor log p.
+
     Inputs:
         logits:  (..., V) float
         targets: (...) integer token ids in [0, V)
@@ -73,52 +77,22 @@ class LabelSmoothedCrossEntropy(Module):
 
     def forward(self, logits, targets):
         checks.check_array("logits", logits, min_ndim=1)
-        vocab_size = logits.shape[-1]
-        checks.check_token_ids("targets", targets, vocab_size)
+        checks.check_token_ids("targets", targets, logits.shape[-1])
         checks.check_same_shape("targets", targets, logits.shape[:-1])
-        xp = backend.get_xp()
-
-        # log p = shifted - log(sum exp(shifted)), shifted = logits - max:
-        # the log-softmax, but only its two statistics are needed here (the
-        # target's log p and the mean log p), so the (..., V) array of log p
-        # is never formed. Backward needs softmax p = exp(shifted) / total:
-        # it keeps exp(shifted) and total, and divides as it goes.
-        shifted = xp.subtract(
-            logits, logits.max(axis=-1, keepdims=True), out=self._exps_array(logits)
-        )
-        target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
-        mean_shifted = mean_last(shifted)[..., 0]  # sums as matrix products: see minitrans.ops.sums
-        exps = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
-        total = sum_last(exps)
-        log_total = xp.log(total[..., 0])
-        target_log_prob, mean_log_prob = target_shifted - log_total, mean_shifted - log_total
-        per_token = -(1.0 - self.eps) * target_log_prob - self.eps * mean_log_prob
         weights = self._weights(targets, logits.dtype)  # 1/count at real tokens, 0 at padding
+        loss, exps, total = smoothed_cross_entropy(
+            logits, targets, weights, self.eps, self._exps_array(logits)
+        )
         self.cache = (exps, total, targets, weights)
-        return xp.asarray((per_token * weights).sum())
+        return loss
 
     def backward(self, dloss=1.0):
-        """dlogits = (p - q) * weight, with q = (1 - eps) one_hot + eps / V.
-
-        Written without forming q or p: with p = exp(shifted) / total,
-        dlogits = exp(shifted) * (weight / total) - weight * eps / V, less
-        weight * (1 - eps) at each row's target: two passes over the
-        (..., V) array (``smoothed_targets`` is q itself, for reading and
-        for the test that both agree)."""
+        """dlogits = (p - q) * weight * dloss, q = (1 - eps) one_hot + eps / V."""
         exps, total, targets, weights = self.saved()
         if hasattr(dloss, "shape"):
             checks.check_same_shape("dloss", dloss, ())  # the loss is a scalar
             dloss = dloss.astype(exps.dtype)  # a float64 0-d array would upcast
-        xp = backend.get_xp()
-        vocab_size = exps.shape[-1]
-        row_weights = weights[..., None] * dloss  # (..., 1)
-        dlogits = exps * (row_weights / total)  # p * weight
-        dlogits -= row_weights * (self.eps / vocab_size)
-        rows = dlogits.reshape(-1, vocab_size)  # a view: writes reach dlogits
-        rows[xp.arange(rows.shape[0]), targets.reshape(-1)] -= row_weights.reshape(-1) * (
-            1.0 - self.eps
-        )
-        return dlogits
+        return smoothed_cross_entropy_backward(dloss, exps, total, targets, weights, self.eps)
 
     def _exps_array(self, logits):
         """An array the shape of the logits, (..., V), for exp(shifted): the
@@ -150,9 +124,85 @@ class LabelSmoothedCrossEntropy(Module):
         return real / xp.maximum(count, 1.0)
 
 
-def smoothed_targets(targets, vocab_size, eps):
+def smoothed_targets(targets, vocab_size, eps, dtype=None):
     """q = (1 - eps) * one_hot(targets) + eps / V, shape (..., V): the target
-    distribution of label smoothing, spelled out."""
+    distribution of label smoothing, spelled out (``dtype``: default the
+    backend's)."""
     xp = backend.get_xp()
-    one_hot = (targets[..., None] == xp.arange(vocab_size)).astype(backend.get_dtype())
+    one_hot = (targets[..., None] == xp.arange(vocab_size)).astype(dtype or backend.get_dtype())
     return one_hot * (1.0 - eps) + eps / vocab_size
+
+
+# The loss and its gradient are kernel pairs. Both versions return the loss
+# with exp(logits - max) and its row sums, which the backward needs for
+# p = softmax(logits) = exps / total.
+
+
+def smoothed_cross_entropy_reference(logits, targets, weights, eps, exps_buffer=None):
+    """(loss, exps, total): loss = sum_t weight_t * (-sum_v q_tv log p_tv).
+
+    Inputs:
+        logits: (..., V), targets: (...) ids, weights: (...) 1/count or 0
+        exps_buffer: ignored here; the fast version writes exps into it
+    """
+    xp = backend.get_xp()
+    shifted = logits - logits.max(axis=-1, keepdims=True)  # (..., V)
+    exps = xp.exp(shifted)
+    total = exps.sum(axis=-1, keepdims=True)  # (..., 1)
+    log_p = shifted - xp.log(total)  # log-softmax, by log-sum-exp
+    q = smoothed_targets(targets, logits.shape[-1], eps, logits.dtype)
+    per_token = -(q * log_p).sum(axis=-1)  # (...)
+    return xp.asarray((per_token * weights).sum()), exps, total
+
+
+def smoothed_cross_entropy_fast(logits, targets, weights, eps, exps_buffer):
+    """The reference's loss with no (..., V) array but exps, written into
+    ``exps_buffer`` (the layer's, the same from step to step) and no q:
+    only two statistics of log p are needed, the target's log p and the
+    mean log p over the vocabulary,
+
+        loss_t = (1 - eps) * (-log p_target) + eps * mean_v(-log p_v),
+
+    and the sums over V are matrix products (minitrans.ops.sums). Timed
+    against the reference by ``python benchmarks/kernels.py``.
+    """
+    xp = backend.get_xp()
+    shifted = xp.subtract(logits, logits.max(axis=-1, keepdims=True), out=exps_buffer)
+    target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
+    mean_shifted = mean_last_fast(shifted)[..., 0]
+    exps = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
+    total = sum_last_fast(exps)
+    log_total = xp.log(total[..., 0])
+    target_log_prob, mean_log_prob = target_shifted - log_total, mean_shifted - log_total
+    per_token = -(1.0 - eps) * target_log_prob - eps * mean_log_prob
+    return xp.asarray((per_token * weights).sum()), exps, total
+
+
+def smoothed_cross_entropy_backward_reference(dloss, exps, total, targets, weights, eps):
+    """dlogits = (p - q) * weight * dloss, (..., V)."""
+    p = exps / total
+    q = smoothed_targets(targets, exps.shape[-1], eps, exps.dtype)
+    return (p - q) * (weights[..., None] * dloss)
+
+
+def smoothed_cross_entropy_backward_fast(dloss, exps, total, targets, weights, eps):
+    """The reference's numbers without forming q or p: dlogits =
+    exps * (weight / total) - weight * eps / V, less weight * (1 - eps) at
+    each row's target: two passes over the (..., V) array. Timed against
+    the reference by ``python benchmarks/kernels.py``."""
+    xp = backend.get_xp()
+    vocab_size = exps.shape[-1]
+    row_weights = weights[..., None] * dloss  # (..., 1)
+    dlogits = exps * (row_weights / total)  # p * weight
+    dlogits -= row_weights * (eps / vocab_size)
+    rows = dlogits.reshape(-1, vocab_size)  # a view: writes reach dlogits
+    rows[xp.arange(rows.shape[0]), targets.reshape(-1)] -= row_weights.reshape(-1) * (1.0 - eps)
+    return dlogits
+
+
+smoothed_cross_entropy = kernels.pair(
+    smoothed_cross_entropy_reference, smoothed_cross_entropy_fast
+)
+smoothed_cross_entropy_backward = kernels.pair(
+    smoothed_cross_entropy_backward_reference, smoothed_cross_entropy_backward_fast
+)

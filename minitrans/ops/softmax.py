@@ -4,40 +4,41 @@ Both subtract the row maximum before exponentiating: softmax(z) equals
 softmax(z - c) for any constant c, and with c = max(z) the largest exponent
 is exp(0) = 1, so logits of 1e4 neither overflow nor give NaN.
 
-``softmax_in_place`` is the fast version that attention uses: it writes into
-the scores and, when that is safe, subtracts one maximum per block of scores
-instead of one per row (see its docstring). ``tests/test_attention.py`` checks
-that it agrees with ``softmax`` and ``masked_softmax``, the clear versions.
+Attention's softmax is a pair (``minitrans.core.kernels``):
+``attention_softmax(scores, mask)`` runs the reference, ``masked_softmax``
+(``softmax`` without a mask), or the fast ``softmax_in_place``, which writes
+into the scores and, when that is safe, subtracts one maximum per block of
+scores instead of one per row. Its backward likewise:
+``attention_softmax_backward`` runs ``softmax_backward`` or
+``softmax_backward_in_place``. ``tests/test_kernels.py`` checks that each
+fast version equals its reference.
 """
 
-from minitrans.core import backend
-from minitrans.ops.sums import dot_last, sum_along
+from minitrans.core import backend, kernels
+from minitrans.ops.sums import dot_last_fast, sum_last_fast
 
 
 def softmax(z, axis=-1):
     """y_i = exp(z_i - max z) / sum_j exp(z_j - max z)."""
-    xp = backend.get_xp()
-    e = z - z.max(axis=axis, keepdims=True)
-    xp.exp(e, out=e)  # in place, as below: one array the size of z, not three
-    e /= sum_along(e, axis)
-    return e
+    e = backend.get_xp().exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
 
 
-def softmax_backward(y, dy, axis=-1, out=None):
-    """dz = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy.
+def softmax_backward(y, dy, axis=-1):
+    """dz = y * (dy - sum(dy * y)): the Jacobian diag(y) - y y^T applied to dy."""
+    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
 
-    ``out=dy`` writes dz over dy, for a caller that no longer needs dy: one
-    array the size of y fewer to allocate.
+
+def softmax_backward_in_place(y, dy):
+    """softmax_backward(y, dy) over the last axis, written into dy and
+    returned: for a caller that no longer needs dy (attention's backward),
+    one array the size of y fewer to allocate, and each row's dot product
+    taken by einsum, without a dy * y array.
+
+    Timed against the reference by ``python benchmarks/kernels.py``.
     """
-    xp = backend.get_xp()
-    if axis in (-1, y.ndim - 1):
-        row_sums = dot_last(dy, y)  # each row's dot product, without a dy * y array
-    else:
-        row_sums = sum_along(dy * y, axis)
-    if out is None:
-        dz = dy - row_sums
-    else:
-        dz = xp.subtract(dy, row_sums, out=out)
+    row_sums = dot_last_fast(dy, y)  # (..., 1)
+    dz = backend.get_xp().subtract(dy, row_sums, out=dy)
     dz *= y
     return dz
 
@@ -49,9 +50,10 @@ def masked_softmax(z, mask, axis=-1):
     returns a row of zeros (not NaN), so it contributes nothing downstream.
     """
     xp = backend.get_xp()
-    e = xp.where(mask, z, -xp.inf)
-    # in place: e is the fresh array from where(); exp(-inf) = 0 for masked entries
-    return _exp_normalised(e, _row_max(e, axis), axis)
+    kept = xp.where(mask, z, -xp.inf)  # exp(-inf) = 0: masked entries drop out
+    e = xp.exp(kept - _row_max(kept, axis))
+    total = e.sum(axis=axis, keepdims=True)
+    return e / xp.where(total > 0, total, 1.0)  # a fully masked row: 0 / 1
 
 
 def _row_max(e, axis):
@@ -61,13 +63,13 @@ def _row_max(e, axis):
     return xp.where(xp.isfinite(row_max), row_max, 0.0)
 
 
-def _exp_normalised(e, shift, axis):
-    """exp(e - shift) / its sum along ``axis``, in e's own array; a row whose
-    exponentials are all 0 (every entry masked) stays all zeros."""
+def _exp_normalised(e, shift):
+    """exp(e - shift) / its sum along the last axis, in e's own array; a row
+    whose exponentials are all 0 (every entry masked) stays all zeros."""
     xp = backend.get_xp()
     e -= shift
     xp.exp(e, out=e)
-    total = sum_along(e, axis)
+    total = sum_last_fast(e)
     e /= xp.where(total > 0, total, 1.0)
     return e
 
@@ -106,6 +108,8 @@ def softmax_in_place(z, mask=None):
     included, so a causal mask makes a position independent of later ones
     up to rounding (1e-7 in float32), not bit for bit. Deciding reads one
     number back from the device, a short wait on a GPU.
+
+    Timed against the reference by ``python benchmarks/kernels.py``.
     """
     xp = backend.get_xp()
     block_axes = (-2, -1) if z.ndim >= 2 else (-1,)
@@ -114,7 +118,20 @@ def softmax_in_place(z, mask=None):
     if mask is not None:
         xp.copyto(z, -xp.inf, where=~mask)  # exp(-inf) = 0: masked entries drop out
     shift = top if float(widest_spread) <= SHARED_SHIFT_SPREAD else _row_max(z, -1)
-    return _exp_normalised(z, shift, -1)
+    return _exp_normalised(z, shift)
+
+
+def attention_softmax_reference(scores, mask=None):
+    """P = softmax(scores) over the last axis, 0 where ``mask`` (True = may
+    attend) is False: ``masked_softmax``, or ``softmax`` without a mask. A
+    row with nothing to attend to is all zeros."""
+    return softmax(scores) if mask is None else masked_softmax(scores, mask)
+
+
+attention_softmax = kernels.pair(attention_softmax_reference, softmax_in_place)
+attention_softmax_backward = kernels.pair(
+    softmax_backward, softmax_backward_in_place, name="attention_softmax_backward"
+)
 
 
 def log_softmax(z, axis=-1):

@@ -1,32 +1,33 @@
-"""Sums along one axis, written as matrix-vector products.
+"""Sums along one axis: NumPy's reductions, and the same sums as matrix products.
 
-    sum_last(x)    == x.sum(axis=-1, keepdims=True)     x @ ones
-    mean_last(x)   == x.mean(axis=-1, keepdims=True)
-    sum_leading(x) == x.sum over every axis but the last: ones @ x
-    sum_along(x, axis) == x.sum(axis=axis, keepdims=True), by sum_last when
-                       axis is the last one
-    dot_last(a, b)     == (a * b).sum(axis=-1, keepdims=True)   each row's dot product
+    sum_last(x)        == x.sum(axis=-1, keepdims=True)           fast: x @ ones
+    mean_last(x)       == x.mean(axis=-1, keepdims=True)          fast: x @ (ones / n)
+    sum_leading(x)     == x summed over every axis but the last   fast: ones @ x
+    dot_last(a, b)     == (a * b).sum(axis=-1, keepdims=True)     fast: einsum
     dot_leading(a, b)  == (a * b) summed over every axis but the last
 
-Why not just ``x.sum(axis=...)``? It is the same arithmetic, but NumPy runs
-its reductions in a loop of its own on one core, while a product with a
-vector of ones runs inside BLAS (OpenBLAS, MKL or cuBLAS), vectorised and on
-every thread. On the arrays of a training step, (2048, 256) activations or
-(2048, 8000) logits, that is 3 to 7 times faster (``benchmarks/README.md``),
-and a Transformer takes hundreds of such sums per step: the means of every
-layer norm, the denominators of every softmax, the gradient of every bias.
-``tests/test_sums.py`` checks each against the plain reduction.
+Each is a pair (``minitrans.core.kernels``): the reference, the plain
+reduction, and the fast version, a product that runs inside BLAS (OpenBLAS,
+MKL or cuBLAS), vectorised and on every thread, where NumPy's reduction is a
+loop of its own on one core. A Transformer takes hundreds of such sums per
+step: the means of every layer norm, the denominators of every softmax, the
+gradient of every bias. The dot products go through ``einsum``, which
+multiplies and adds in one loop and forms no ``a * b`` array.
 
-The two dot products go through ``einsum``, which multiplies and adds in one
-loop and forms no ``a * b`` array: 4 to 5 times faster than the product and
-a sum on (2048, 256) arrays.
+How much faster depends on the machine and on the length n of the summed
+axis; ``python benchmarks/kernels.py`` measures it (table and rule in
+benchmarks/README.md). Rows of up to about 2000 numbers (every layer-norm
+and bias sum) were summed 2 to 20 times faster by the product on every
+machine measured. For the 8000 logits of a row of the base config the
+product won 1.6 to 4 times on one 2-core machine and lost 2.6 times on
+another, so that is the length to rerun on a new machine.
 
 Float32 BLAS adds in several partial sums, so results can differ from
 NumPy's pairwise summation in the last bits; both are equally accurate for
 the lengths used here.
 """
 
-from minitrans.core import backend
+from minitrans.core import backend, kernels
 
 
 def _rows(x):
@@ -34,40 +35,64 @@ def _rows(x):
     return x.reshape(-1, x.shape[-1])
 
 
-def sum_last(x):
-    """x.sum(axis=-1, keepdims=True), for x (..., n): x @ ones(n)."""
+def sum_last_reference(x):
+    """x.sum(axis=-1, keepdims=True), for x (..., n)."""
+    return x.sum(axis=-1, keepdims=True)
+
+
+def sum_last_fast(x):
+    """x @ ones(n)."""
     ones = backend.get_xp().ones(x.shape[-1], dtype=x.dtype)
     return (_rows(x) @ ones).reshape(*x.shape[:-1], 1)
 
 
-def mean_last(x):
-    """x.mean(axis=-1, keepdims=True): x @ (ones(n) / n)."""
+def mean_last_reference(x):
+    """x.mean(axis=-1, keepdims=True), for x (..., n)."""
+    return x.mean(axis=-1, keepdims=True)
+
+
+def mean_last_fast(x):
+    """x @ (ones(n) / n)."""
     weights = backend.get_xp().full(x.shape[-1], 1.0 / x.shape[-1], dtype=x.dtype)
     return (_rows(x) @ weights).reshape(*x.shape[:-1], 1)
 
 
-def sum_along(x, axis):
-    """x.sum(axis=axis, keepdims=True): a product for the last axis, NumPy's
-    reduction for any other."""
-    if axis in (-1, x.ndim - 1):
-        return sum_last(x)
-    return x.sum(axis=axis, keepdims=True)
+def sum_leading_reference(x):
+    """The sum over every axis but the last, (n,) for x (..., n): the gradient
+    of a bias added at every position."""
+    return _rows(x).sum(axis=0)
 
 
-def sum_leading(x):
-    """The sum over every axis but the last, (n,) for x (..., n): ones @ x.
-    The gradient of a bias added at every position."""
+def sum_leading_fast(x):
+    """ones @ x."""
     rows = _rows(x)
     return backend.get_xp().ones(rows.shape[0], dtype=x.dtype) @ rows
 
 
-def dot_last(a, b):
+def dot_last_reference(a, b):
     """(a * b).sum(axis=-1, keepdims=True): the dot product of each pair of
-    rows, shape (..., 1), without an a * b array."""
+    rows, shape (..., 1)."""
+    return (a * b).sum(axis=-1, keepdims=True)
+
+
+def dot_last_fast(a, b):
+    """einsum, with no a * b array."""
     return backend.get_xp().einsum("...k,...k->...", a, b)[..., None]
 
 
-def dot_leading(a, b):
-    """(a * b) summed over every axis but the last, shape (n,), without an
-    a * b array: the gradient of a per-feature scale (layer norm's gamma)."""
+def dot_leading_reference(a, b):
+    """(a * b) summed over every axis but the last, shape (n,): the gradient
+    of a per-feature scale (layer norm's gamma)."""
+    return _rows(a * b).sum(axis=0)
+
+
+def dot_leading_fast(a, b):
+    """einsum, with no a * b array."""
     return backend.get_xp().einsum("nk,nk->k", _rows(a), _rows(b))
+
+
+sum_last = kernels.pair(sum_last_reference, sum_last_fast)
+mean_last = kernels.pair(mean_last_reference, mean_last_fast)
+sum_leading = kernels.pair(sum_leading_reference, sum_leading_fast)
+dot_last = kernels.pair(dot_last_reference, dot_last_fast)
+dot_leading = kernels.pair(dot_leading_reference, dot_leading_fast)

@@ -1,11 +1,17 @@
 """Optimisers: Adam (and AdamW) with the paper's settings, plain SGD, and
-gradient clipping. They update a model's parameters in place, by name."""
+gradient clipping. They update a model's parameters in place, by name.
+
+The update of one parameter is a pure function in
+``minitrans.training.updates`` (``adam_update``, ``sgd_update``); this module
+keeps the optimisers' state and schedules the updates: which parameters, in
+which blocks, on which threads."""
 
 import math
 from concurrent.futures import ThreadPoolExecutor
 
 from minitrans.core import backend
-from minitrans.training.parallel import usable_cores
+from minitrans.core.threads import usable_cores
+from minitrans.training.updates import adam_update, sgd_update
 
 
 class Optimizer:
@@ -104,13 +110,8 @@ class SGD(Optimizer):
             self.velocity[name] = backend.get_xp().zeros_like(param)
 
     def update(self, name, param, grad, part, lr):
-        param, grad = block(param, part), block(grad, part)
-        if self.momentum:
-            velocity = block(self.velocity[name], part)
-            velocity *= self.momentum
-            velocity += grad
-            grad = velocity
-        param -= lr * grad
+        velocity = block(self.velocity[name], part) if self.momentum else None
+        sgd_update(block(param, part), block(grad, part), lr, velocity, self.momentum)
 
     def state_dict(self):
         return {"step": self.step_count, **{f"velocity/{k}": v for k, v in self.velocity.items()}}
@@ -135,7 +136,8 @@ class Adam(Optimizer):
 
     Dividing by sqrt(v_hat) gives every weight a step of about lr, whatever
     the scale of its gradient. The decay term is added to the step, not to
-    the gradient, so Adam's scaling does not weaken it.
+    the gradient, so Adam's scaling does not weaken it. The update itself is
+    ``minitrans.training.updates.adam_update``.
     """
 
     def __init__(self, model, lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, threads=None):
@@ -154,26 +156,9 @@ class Adam(Optimizer):
             self.m[name], self.v[name] = xp.zeros_like(param), xp.zeros_like(param)
 
     def update(self, name, param, grad, part, lr):
-        xp = backend.get_xp()
         param, grad, m, v = (block(a, part) for a in (param, grad, self.m[name], self.v[name]))
-        m *= self.beta1
-        m += (1.0 - self.beta1) * grad
-        squared = grad * grad
-        squared *= 1.0 - self.beta2
-        v *= self.beta2
-        v += squared
-        m_hat_scale = 1.0 / (1.0 - self.beta1**self.step_count)
-        v_hat_scale = 1.0 / (1.0 - self.beta2**self.step_count)
-        # lr * m_hat / (sqrt(v_hat) + eps), computed in place in one array
-        # (the scales are Python floats: sqrt(v * s) = sqrt(v) * sqrt(s))
-        step = xp.sqrt(v, out=squared)
-        step *= v_hat_scale**0.5
-        step += self.eps
-        xp.divide(m, step, out=step)
-        step *= lr * m_hat_scale
-        if self.weight_decay:
-            param *= 1.0 - lr * self.weight_decay  # decoupled: w - lr * wd * w
-        param -= step
+        adam_update(param, grad, m, v, self.step_count, lr, (self.beta1, self.beta2), self.eps,
+                    self.weight_decay)
 
     def state_dict(self):
         """Arrays and the step count, keyed by qualified parameter name."""

@@ -30,12 +30,12 @@ seeds, so a step gives the same numbers whichever thread runs first. With
 
 import contextlib
 import copy
-import os
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from threadpoolctl import ThreadpoolController
 
 from minitrans.core import backend, checks
+from minitrans.core.threads import usable_cores
 from minitrans.layers.dropout import Dropout
 
 
@@ -211,16 +211,6 @@ def shard_bounds(size, parts):
     parts = min(parts, size)
     bounds = [size * i // parts for i in range(parts + 1)]
     return list(zip(bounds[:-1], bounds[1:]))
-
-
-def usable_cores():
-    """The cores this process may run on: its CPU affinity where the system
-    reports one (a container or ``taskset`` can give fewer than the machine
-    has), else every core."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 _controller = None  # threadpoolctl's handle on the BLAS libraries, made once

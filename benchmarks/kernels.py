@@ -1,0 +1,206 @@
+"""Each fast kernel against its reference, on the shapes of the benchmark's configs.
+
+    python benchmarks/kernels.py                    # every pair, four configs, 1 and 2 threads
+    python benchmarks/kernels.py --configs base --kernels sum_last,layer_norm
+    python benchmarks/kernels.py --quick            # a smoke run: checks the script, not the speed
+
+Every kernel pair of ``minitrans.core.kernels.PAIRS`` is timed on the arrays
+it meets in a training step of the configs of ``vs_pytorch.py`` (tiny,
+small, base, copy): layer norm on (batch, length, d_model), the loss on
+(batch, length, vocab), attention's softmax on (batch, h, length, length),
+Adam on the model's parameters in the optimiser's blocks. The reference and
+the fast version take turns (ref, fast, ref, fast, ...), so that a busy
+moment of the machine hits both alike, and each keeps its best time; BLAS
+is limited to 1, then 2 threads (threadpoolctl). An input that a fast
+version writes over is restored before every call of either version.
+
+It prints a Markdown table, ratio = reference / fast (above 1: the fast
+version is faster), under a line naming the CPU, NumPy and its BLAS kernel.
+benchmarks/README.md ("Fast kernels against their references") has the
+table and the rules drawn from it.
+"""
+
+import argparse
+import os
+import platform
+import sys
+import timeit
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vs_pytorch import CONFIGS  # noqa: E402
+
+import minitrans  # noqa: E402
+from minitrans.core import backend, kernels  # noqa: E402
+from minitrans.layers import dropout, embedding, layernorm, loss  # noqa: E402, F401
+from minitrans.model.config import ModelConfig  # noqa: E402
+from minitrans.model.transformer import Transformer  # noqa: E402
+from minitrans.ops import softmax, sums  # noqa: E402, F401
+from minitrans.training.optim import Adam, block  # noqa: E402
+from minitrans.training import updates  # noqa: E402, F401
+
+# the argument that a pair's fast version writes over, restored before every call
+OVERWRITTEN = {"attention_softmax": 0, "attention_softmax_backward": 1}
+
+
+def machine_line():
+    """CPU model, NumPy version, BLAS kernel, OPENBLAS_CORETYPE: what the
+    timings depend on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info
+                       if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    blas = [f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture')})"
+            for i in threadpool_info() if i.get("user_api") == "blas"]
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    return (f"{cpu}, {os.cpu_count()} CPUs; NumPy {np.__version__}; BLAS "
+            f"{', '.join(blas) or 'unknown'}" + (f"; OPENBLAS_CORETYPE={coretype}" if coretype
+                                                  else ""))
+
+
+def cases(name, c, rng):
+    """[(shape label, argument list)] for pair ``name`` and config sizes
+    ``c``: the arrays of one training step that go through the kernel."""
+    B, T, D, V, h, d_ff = c["batch"], c["length"], c["d_model"], c["vocab_size"], c["h"], c["d_ff"]
+    N = B * T  # tokens in a batch
+
+    def normal(*shape, scale=1.0):
+        return backend.from_host(rng.standard_normal(shape) * scale)
+
+    def tokens(*shape):
+        return backend.to_device(rng.integers(0, V, size=shape))
+
+    def scores_and_mask():
+        return [normal(B, h, T, T, scale=2.0), backend.to_device(np.tril(np.ones((T, T), bool)))]
+
+    def layer_norm_backward_args():
+        gamma = normal(D)
+        _, (x_hat, inv_std) = layernorm.layer_norm.reference(normal(B, T, D), gamma, gamma, 1e-5)
+        return [normal(B, T, D), gamma, x_hat, inv_std]
+
+    def loss_args():
+        return [normal(B, T, V, scale=3.0), tokens(B, T),
+                backend.from_host(np.full((B, T), 1.0 / N)), 0.1]
+
+    def loss_backward_args():
+        logits, targets, weights, eps = loss_args()
+        _, exps, total = loss.smoothed_cross_entropy.reference(logits, targets, weights, eps)
+        return [1.0, exps, total, targets, weights, eps]
+
+    if name in ("sum_last", "mean_last", "sum_leading"):
+        widths = {"sum_last": (D, V), "mean_last": (D,), "sum_leading": (D, d_ff, V)}[name]
+        return [(f"({N}, {n})", [normal(N, n)]) for n in widths]
+    if name in ("dot_last", "dot_leading"):
+        return [(f"({N}, {D})", [normal(N, D), normal(N, D)])]
+    if name == "adam_update":
+        return [adam_case(c)]
+    label, make = {
+        "attention_softmax": (f"({B}, {h}, {T}, {T}) causal", scores_and_mask),
+        "attention_softmax_backward": (f"({B}, {h}, {T}, {T})", lambda: [
+            softmax.attention_softmax.reference(*scores_and_mask()), normal(B, h, T, T)]),
+        "layer_norm": (f"({B}, {T}, {D})", lambda: [normal(B, T, D), normal(D), normal(D), 1e-5]),
+        "layer_norm_backward": (f"({B}, {T}, {D})", layer_norm_backward_args),
+        "smoothed_cross_entropy": (f"({B}, {T}, {V})", lambda: loss_args() + [
+            backend.get_xp().empty((B, T, V), backend.get_dtype())]),
+        "smoothed_cross_entropy_backward": (f"({B}, {T}, {V})", loss_backward_args),
+        "add_rows_at": (f"({V}, {D}) += {N} rows", lambda: [normal(V, D), tokens(N),
+                                                            normal(N, D)]),
+        "dropout_keep_mask": (f"({B}, {T}, {D})", lambda: [backend.device_rng(0), (B, T, D), 0.1]),
+    }[name]
+    return [(label, make())]
+
+
+def adam_case(c):
+    """Adam over every parameter of the config's model, in the optimiser's
+    blocks, one thread: one (param, grad, m, v) per block."""
+    config = ModelConfig(**{k: c[k] for k in ("d_model", "h", "N", "d_ff", "vocab_size")})
+    model = Transformer(config, rng=0)
+    xp, step, blocks, count = backend.get_xp(), Adam.BLOCK_BYTES // 4, [], 0
+    for _, param, grad in model.named_parameters():
+        grad[...] = 1e-3
+        m, v = xp.zeros_like(param), xp.full_like(param, 1e-6)
+        parts = [None] if param.size <= step else [
+            slice(s, s + step) for s in range(0, param.size, step)]
+        blocks += [tuple(block(a, part) for a in (param, grad, m, v)) for part in parts]
+        count += param.size
+    return f"{count:,} parameters", [blocks]
+
+
+def run_adam(update):
+    def over_blocks(blocks):
+        for param, grad, m, v in blocks:
+            update(param, grad, m, v, 10, 1e-4, (0.9, 0.98), 1e-9)
+    return over_blocks
+
+
+def best_times(pair, name, args, repeats, number):
+    """Best seconds per call of the reference and the fast version, taking turns."""
+    versions = [pair.reference, pair.fast]
+    if name == "adam_update":
+        versions = [run_adam(v) for v in versions]
+    index = OVERWRITTEN.get(name)
+    saved = None if index is None else args[index].copy()
+    xp = backend.get_xp()
+
+    def call(version):
+        if saved is not None:
+            xp.copyto(args[index], saved)
+        version(*args)
+
+    timers = [timeit.Timer(lambda v=v: call(v)) for v in versions]
+    if number is None:  # enough calls for about 20 ms a turn, from one reference call
+        number = max(1, min(200, int(0.02 / max(timers[0].timeit(1), 1e-6))))
+    best = [np.inf, np.inf]
+    for _ in range(repeats):
+        for i, timer in enumerate(timers):
+            best[i] = min(best[i], timer.timeit(number) / number)
+    return best
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--kernels", default=None, help="comma-separated pair names (default all)")
+    parser.add_argument("--threads", default="1,2", help="BLAS thread counts (default 1,2)")
+    parser.add_argument("--repeats", type=int, default=5, help="turns of each version (default 5)")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny config, one turn of one call, 1 thread: a smoke run")
+    args = parser.parse_args(argv)
+    configs, threads = args.configs.split(","), [int(t) for t in args.threads.split(",")]
+    repeats, number = args.repeats, None
+    if args.quick:
+        configs, threads, repeats, number = ["tiny"], [1], 1, 1
+    names = args.kernels.split(",") if args.kernels else sorted(kernels.PAIRS)
+    unknown = sorted(set(names) - set(kernels.PAIRS))
+    if unknown:
+        parser.error(f"--kernels: unknown {unknown}; expected some of {sorted(kernels.PAIRS)}")
+
+    print(machine_line())
+    print()
+    header = ["kernel", "config", "shape"]
+    for t in threads:
+        header += [f"reference ms ({t}t)", f"fast ms ({t}t)", f"ratio ({t}t)"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join(["---"] * 3 + ["---:"] * (3 * len(threads))) + "|")
+    rng = np.random.default_rng(0)
+    with minitrans.using("numpy", dtype="float32"):
+        for name in names:
+            for config in configs:
+                for label, kernel_args in cases(name, CONFIGS[config], rng):
+                    row = [name, config, label]
+                    for t in threads:
+                        with threadpool_limits(t, user_api="blas"):
+                            ref, fast = best_times(kernels.PAIRS[name], name, kernel_args,
+                                                   repeats, number)
+                        row += [f"{ref * 1e3:.3f}", f"{fast * 1e3:.3f}", f"{ref / fast:.2f}"]
+                    print("| " + " | ".join(row) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
