@@ -32,9 +32,10 @@ def warnings_as_errors():
     after every ufunc, then warns "invalid value encountered in matmul" (the
     symptom of numpy/numpy#24067 and OpenMathLib/OpenBLAS#1924). Our CI met
     it once, in a layer norm's mean of five float32 numbers near 1e-4, and
-    we could not make it happen again on purpose. Ignoring that one message loses nothing: a real invalid
-    operation in a product (inf * 0, inf - inf) leaves a NaN in the result,
-    which every test using this block checks for, and an overflow in a
+    we could not make it happen again on purpose. Ignoring that one message
+    loses nothing: a real invalid operation in a product (inf * 0, inf - inf)
+    leaves a NaN in the result, which every test using this block checks
+    for, and an overflow in a
     product is still an error (``tests/test_helpers.py`` shows both).
     """
     with warnings.catch_warnings():

@@ -6,10 +6,12 @@ here each is tried on its own, on the values that slip past a careless
 check: a bool for an int, NaN or infinity for a number, None, a string."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 
+import minitrans
 from minitrans.core import backend, checks
 
 NAN, INF = math.nan, math.inf
@@ -150,3 +152,17 @@ def test_a_config_of_numpy_integers_holds_python_numbers_and_saves_as_json():
     assert type(config.vocab_size) is int and type(config.d_model) is int
     assert type(config.dropout) is float
     assert json.loads(json.dumps(dataclasses.asdict(config)))["vocab_size"] == 11
+
+
+@pytest.mark.parametrize("make, argument", [
+    (lambda model: minitrans.Adam(model, lr=float("inf")), "lr"),
+    (lambda model: minitrans.Adam(model, lr=1e-3, eps=float("nan")), "eps"),
+    (lambda model: minitrans.Adam(model, lr=1e-3, weight_decay=float("nan")), "weight_decay"),
+    (lambda model: minitrans.Adam(model, lr=1e-3, betas=(0.9, True)), "betas[1]"),
+    (lambda model: minitrans.SGD(model, lr=0.1, momentum=float("nan")), "momentum"),
+    (lambda model: minitrans.SGD(model, lr=0.1, threads=True), "threads"),
+])
+def test_optimisers_refuse_hyperparameters_that_would_make_nan_weights(make, argument):
+    model = minitrans.Linear(3, 2, rng=0)
+    with pytest.raises(ValueError, match=rf"^{re.escape(argument)}: expected"):
+        make(model)

@@ -44,8 +44,8 @@ TRAIN_FOREVER = textwrap.dedent("""
     import sys
     from minitrans.training import experiment
     from minitrans.training.trainer import TrainConfig
-    config = TrainConfig(task="copy", steps=10_000, batch_size=16, warmup=4, eval_every=1, eval_pairs=4,
-                         target_exact_match=1.1, out_dir=sys.argv[1])
+    config = TrainConfig(task="copy", steps=10_000, batch_size=16, warmup=4, eval_every=1,
+                         eval_pairs=4, target_exact_match=1.1, out_dir=sys.argv[1])
     sizes = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
     experiment.new_trainer(config, sizes, progress=False, log=lambda m: None).fit()
 """)

@@ -191,7 +191,7 @@ def test_the_host_module_list_names_real_modules():
     assert HOST_MODULES <= {_relative(p) for p in _modules()}
 
 
-@pytest.mark.parametrize("folder", ["minitrans"])
+@pytest.mark.parametrize("folder", ["minitrans", "tests", "benchmarks", "examples"])
 def test_every_line_is_at_most_100_characters(folder):
     long_lines = [f"{path.relative_to(ROOT)}:{number}"
                   for path in sorted((ROOT / folder).rglob("*.py"))

@@ -27,7 +27,8 @@ def _build_module():
 build = _build_module()
 SOURCES = build.lesson_sources()
 
-# "import torch", "from torch import ..." or "from minitrans.interop.torch import ..." on a line of code
+# "import torch", "from torch import ..." or "from minitrans.interop.torch import ..." on a line
+# of code
 _IMPORTS_TORCH = re.compile(
     r"^[ \t]*(import torch\b|from (torch|minitrans\.interop\.torch)\b)", re.MULTILINE
 )

@@ -39,8 +39,7 @@ class LayerNorm(Module):
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
         checks.check_positive_int("d_model", d_model)
-        if not eps > 0:
-            raise ValueError(f"eps: expected a positive number, got {eps!r}")
+        checks.check_number("eps", eps, low=0, low_open=True)
         self.d_model, self.eps = d_model, float(eps)
         self.add_param("gamma", init.ones((d_model,)))
         self.add_param("beta", init.zeros((d_model,)))

@@ -64,10 +64,7 @@ class LabelSmoothedCrossEntropy(Module):
     def __init__(self, label_smoothing=0.1, pad_id=None):
         super().__init__()
         checks.check_probability("label_smoothing", label_smoothing)
-        if pad_id is not None and (
-            isinstance(pad_id, bool) or not isinstance(pad_id, int) or pad_id < 0
-        ):
-            raise ValueError(f"pad_id: expected a non-negative integer or None, got {pad_id!r}")
+        checks.check_int("pad_id", pad_id, low=0, allow_none=True)
         self.eps = float(label_smoothing)
         self.pad_id = pad_id
         self._exps_buffer = None  # see _exps_array

@@ -50,8 +50,7 @@ class PositionalEncoding(Module):
         )
         checks.check_finite("x", x)
         length = x.shape[-2]
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset: expected a non-negative integer, got {offset!r}")
+        checks.check_int("offset", offset, low=0)
         if offset + length > self.max_len:
             raise ValueError(
                 f"x: sequence of length {length} (from position {offset}) is longer "

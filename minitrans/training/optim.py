@@ -9,7 +9,7 @@ which blocks, on which threads."""
 import math
 from concurrent.futures import ThreadPoolExecutor
 
-from minitrans.core import backend
+from minitrans.core import backend, checks
 from minitrans.core.threads import usable_cores
 from minitrans.training.updates import adam_update, sgd_update
 
@@ -36,13 +36,13 @@ class Optimizer:
     BLOCK_BYTES = 2**19
 
     def __init__(self, model, lr, threads=None):
+        checks.check_number("lr", lr, low=0, low_open=True)
         self.model = model
         self.lr = lr
         self.step_count = 0
         if threads is None:
             threads = 1 if backend.backend_name() == "cupy" else min(4, usable_cores())
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads: expected a positive integer, got {threads!r}")
+        checks.check_positive_int("threads", threads)
         self.threads = threads
         self._pool = None
 
@@ -53,8 +53,7 @@ class Optimizer:
         """One update with learning rate ``lr`` (default: the one given at
         construction); returns the learning rate used."""
         lr = self.lr if lr is None else lr
-        if not lr > 0:
-            raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
+        checks.check_number("lr", lr, low=0, low_open=True)  # finite: inf would make NaN weights
         self.step_count += 1
         pieces = []
         for name, param, grad in self.model.named_parameters():
@@ -102,6 +101,7 @@ class SGD(Optimizer):
 
     def __init__(self, model, lr=0.1, momentum=0.0, threads=None):
         super().__init__(model, lr, threads)
+        checks.check_probability("momentum", momentum)  # mu >= 1 would let v grow without bound
         self.momentum = float(momentum)
         self.velocity = {}
 
@@ -142,11 +142,13 @@ class Adam(Optimizer):
 
     def __init__(self, model, lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, threads=None):
         super().__init__(model, lr, threads)
-        self.beta1, self.beta2 = (float(b) for b in betas)
-        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+        if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
             raise ValueError(f"betas: expected two numbers in [0, 1), got {betas!r}")
-        if weight_decay < 0:
-            raise ValueError(f"weight_decay: expected a number >= 0, got {weight_decay!r}")
+        checks.check_probability("betas[0]", betas[0])
+        checks.check_probability("betas[1]", betas[1])
+        checks.check_number("eps", eps, low=0, low_open=True)
+        checks.check_number("weight_decay", weight_decay, low=0)
+        self.beta1, self.beta2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
         self.m, self.v = {}, {}
 
@@ -203,8 +205,6 @@ def transformer_lr(step, d_model, warmup, factor=1.0):
     factor * (d_model * warmup)^-0.5, then decays as 1 / sqrt(step).
     Steps count from 1.
     """
-    if step < 1:
-        raise ValueError(f"step: the schedule counts steps from 1, got {step!r}")
-    if warmup < 1:
-        raise ValueError(f"warmup: expected a positive number of steps, got {warmup!r}")
+    checks.check_int("step", step, low=1)  # the schedule counts steps from 1
+    checks.check_positive_int("warmup", warmup)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
