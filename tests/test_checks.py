@@ -166,3 +166,33 @@ def test_optimisers_refuse_hyperparameters_that_would_make_nan_weights(make, arg
     model = minitrans.Linear(3, 2, rng=0)
     with pytest.raises(ValueError, match=rf"^{re.escape(argument)}: expected"):
         make(model)
+
+
+def test_inputs_checked_skips_the_finite_check_inside_and_only_there():
+    import threading
+
+    bad = backend.from_host(np.array([1.0, np.nan], dtype=np.float32))
+    with checks.inputs_checked():
+        checks.check_finite("x", bad)  # a parent layer checked what this was made from
+        seen_in_another_thread = []
+
+        def other():
+            try:
+                checks.check_finite("x", bad)
+            except checks.NonFiniteError:
+                seen_in_another_thread.append(True)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert seen_in_another_thread == [True]  # the block belongs to its own thread
+    with pytest.raises(checks.NonFiniteError, match="x: expected finite numbers, got 1 NaN"):
+        checks.check_finite("x", bad)
+
+
+def test_multi_head_attention_still_reports_a_nan_in_its_input():
+    layer = minitrans.MultiHeadAttention(8, 2, rng=0)
+    x = np.zeros((1, 3, 8), dtype=np.float32)
+    x[0, 1, 2] = np.nan
+    with pytest.raises(checks.NonFiniteError, match="^x: expected finite"):
+        layer.forward(backend.from_host(x))

@@ -39,10 +39,12 @@ class FeedForward(Module):
 
     def forward(self, x):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model)
-        hidden = self.W_1.forward(x)  # (..., d_ff), a fresh array
-        relu_in_place(hidden)  # one (..., d_ff) array, not two
-        self.cache = hidden  # r = max(0, a): r > 0 exactly where a > 0
-        return self.W_2.forward(hidden)
+        checks.check_finite("x", x)
+        with checks.inputs_checked():  # W_1 and W_2 need not check x and hidden again
+            hidden = self.W_1.forward(x)  # (..., d_ff), a fresh array
+            relu_in_place(hidden)  # one (..., d_ff) array, not two
+            self.cache = hidden  # r = max(0, a): r > 0 exactly where a > 0
+            return self.W_2.forward(hidden)
 
     def backward(self, dy):
         hidden = self.saved()

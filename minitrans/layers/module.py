@@ -69,7 +69,12 @@ class Module:
             yield from child.named_modules(f"{prefix}{name}.")
 
     def modules(self):
-        return [module for _, module in self.named_modules()]
+        """This module and all below it, parents first (as ``named_modules``,
+        without building the names: the trainer walks the tree every step)."""
+        found = [self]
+        for _, child in self.children():
+            found.extend(child.modules())
+        return found
 
     def named_parameters(self):
         """(qualified name, parameter, gradient) for every trainable array."""

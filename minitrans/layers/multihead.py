@@ -85,12 +85,14 @@ class MultiHeadAttention(Module):
             memory = x
         else:
             self._check_input("memory", memory, x)
-        Q = self.split_heads(self.W_Q.forward(x))  # (B, h, T_q, d_k)
-        K = self.split_heads(self.W_K.forward(memory))  # (B, h, T_k, d_k)
-        V = self.split_heads(self.W_V.forward(memory))  # (B, h, T_k, d_k)
-        heads = self.attention.forward(Q, K, V, mask=self._heads_mask(mask, Q, K))
+        with checks.inputs_checked():  # the parts below need not check x and memory again
+            Q = self.split_heads(self.W_Q.forward(x))  # (B, h, T_q, d_k)
+            K = self.split_heads(self.W_K.forward(memory))  # (B, h, T_k, d_k)
+            V = self.split_heads(self.W_V.forward(memory))  # (B, h, T_k, d_k)
+            heads = self.attention.forward(Q, K, V, mask=self._heads_mask(mask, Q, K))
+            out = self.W_O.forward(self.merge_heads(heads))  # (B, T_q, d_model)
         self.cache = is_self_attention
-        return self.W_O.forward(self.merge_heads(heads))  # (B, T_q, d_model)
+        return out
 
     def backward(self, dout):
         is_self_attention = self.saved()

@@ -84,6 +84,10 @@ class DataParallel:
             )
         self.model, self.loss_fn, self.workers = model, loss_fn, workers
         self.replicas = [model] + [replicate(model, index) for index in range(1, workers)]
+        # each replica's modules beside the model's, in the same order: the tree
+        # is fixed once the replicas are made, so it is walked here, not every step
+        self._twins = [list(zip(model.modules(), replica.modules()))
+                       for replica in self.replicas[1:]]
         self.loss_fns = [loss_fn] + [copy.deepcopy(loss_fn) for _ in range(1, workers)]
         self._pool = (
             ThreadPoolExecutor(workers - 1, thread_name_prefix="minitrans-worker")
@@ -113,8 +117,8 @@ class DataParallel:
         # each shard's share of the batch's tokens weighs its loss and, as
         # the dloss of its backward, its gradient (all zero: no real token)
         shares = [count / total if total else 0.0 for count in counts]
-        for replica in self.replicas[1:]:
-            _share_parameters(self.model, replica)
+        for twins in self._twins:
+            _share_parameters(twins)
         with _blas_threads(self.blas_threads):
             losses = self._on_workers(self._shard, [(s, x, t, shares[s]) for s, x, t in shards])
         self._add_replica_gradients(used=len(shards))
@@ -132,10 +136,10 @@ class DataParallel:
         if used < 2:
             return
         jobs = []  # (the model's gradient, the replicas' gradients of the same parameter)
-        replica_modules = [replica.modules() for replica in self.replicas[1:used]]
-        for position, module in enumerate(self.model.modules()):
+        for position, (module, _) in enumerate(self._twins[0]):
             for name, total in module.grads.items():
-                jobs.append((total, [modules[position].grads[name] for modules in replica_modules]))
+                replicas = [twins[position][1] for twins in self._twins[:used - 1]]
+                jobs.append((total, [replica.grads[name] for replica in replicas]))
         jobs.sort(key=lambda job: -job[0].size)
         self._on_workers(_add_into, [(jobs[i::self.workers],) for i in range(self.workers)])
 
@@ -180,12 +184,13 @@ def replicate(model, index):
     return replica
 
 
-def _share_parameters(model, replica):
-    """Point the replica at the model's current arrays and mode (a
-    checkpoint load or a move to another device may have replaced them), and
-    give it fresh gradients where the model's changed type, shape or dtype."""
+def _share_parameters(twins):
+    """Point each replica module at its model module's current arrays and
+    mode (a checkpoint load or a move to another device may have replaced
+    them), and give it fresh gradients where the model's changed type, shape
+    or dtype. ``twins``: (model module, replica module) pairs."""
     xp = backend.get_xp()
-    for source, target in zip(model.modules(), replica.modules()):
+    for source, target in twins:
         target.params.update(source.params)
         target.buffers.update(source.buffers)
         target.training = source.training
