@@ -72,7 +72,7 @@ def is_finite(value):
     return bool(backend.get_xp().isfinite(value).all())
 
 
-_inside = threading.local()  # per thread: DataParallel runs layers on several
+_skipping = threading.local()  # per thread: DataParallel runs layers on several
 
 
 @contextlib.contextmanager
@@ -83,12 +83,12 @@ def inputs_checked():
     passing over the same numbers again (multi-head attention would check x
     eight times). A NaN still cannot slip in unseen: it enters through an
     input, which was checked, or through a weight, which the trainer checks."""
-    depth = getattr(_inside, "depth", 0)
-    _inside.depth = depth + 1
+    depth = getattr(_skipping, "depth", 0)
+    _skipping.depth = depth + 1
     try:
         yield
     finally:
-        _inside.depth = depth
+        _skipping.depth = depth
 
 
 def check_finite(name, value):
@@ -99,7 +99,7 @@ def check_finite(name, value):
     layer. It costs one pass over the array and, on a GPU, a wait for the
     result (like the range check of token ids).
     """
-    if getattr(_inside, "depth", 0) or is_finite(value):
+    if getattr(_skipping, "depth", 0) or is_finite(value):
         return
     xp = backend.get_xp()
     nan, inf = int(xp.isnan(value).sum()), int(xp.isinf(value).sum())
