@@ -19,8 +19,9 @@ axis; ``python benchmarks/kernels.py`` measures it (table and rule in
 benchmarks/README.md). Rows of up to about 2000 numbers (every layer-norm
 and bias sum) were summed 2 to 20 times faster by the product on every
 machine measured. For the 8000 logits of a row of the base config the
-product won 1.6 to 4 times on one 2-core machine and lost 2.6 times on
-another, so that is the length to rerun on a new machine.
+product won 1.7 to 2.3 times on one 2-core machine and lost 2.6 times on
+another: one sum a step, under 1% of it either way, so the product stays;
+that is the length to rerun on a new machine.
 
 Float32 BLAS adds in several partial sums, so results can differ from
 NumPy's pairwise summation in the last bits; both are equally accurate for
