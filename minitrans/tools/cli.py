@@ -149,31 +149,13 @@ def train_command(args):
         trainer = experiment.resume_trainer(args.resume, steps=args.steps, progress=progress)
     else:
         out = args.out or os.path.join("runs", args.task)
-        settings = {
-            k: getattr(args, k)
-            for k in (
-                "steps",
-                "batch_size",
-                "warmup",
-                "lr_factor",
-                "eval_every",
-                "target_exact_match",
-                "workers",
-            )
-        }
+        schedule = ("steps", "batch_size", "warmup", "lr_factor", "eval_every",
+                    "target_exact_match", "workers")
         train_config = experiment.train_config_for(
-            args.task,
-            data=args.data,
-            valid=args.valid,
-            level=args.level,
-            seed=args.seed,
-            out_dir=out,
-            **settings,
-        )
-        sizes = {
-            k: getattr(args, k)
-            for k in ("d_model", "h", "N", "d_ff", "dropout", "tie_embeddings", "pre_norm")
-        }
+            args.task, data=args.data, valid=args.valid, level=args.level, seed=args.seed,
+            out_dir=out, **{k: getattr(args, k) for k in schedule})
+        sizes = {k: getattr(args, k)
+                 for k in ("d_model", "h", "N", "d_ff", "dropout", "tie_embeddings", "pre_norm")}
         trainer = experiment.new_trainer(train_config, sizes, progress=progress)
     task, model = trainer.task, trainer.model
     print(

@@ -75,18 +75,9 @@ def tiny_model(decoder_only=False, tie_embeddings=False, pre_norm=False, N=2, se
     """A whole model small enough for central differences, with dropout on,
     in the current backend and dtype, and its (inputs..., targets) batch:
     padded sources and targets, so every mask is exercised."""
-    config = ModelConfig(
-        vocab_size=7,
-        d_model=4,
-        h=2,
-        N=N,
-        d_ff=8,
-        dropout=0.1,
-        max_len=8,
-        pre_norm=pre_norm,
-        tie_embeddings=tie_embeddings,
-        decoder_only=decoder_only,
-    )
+    config = ModelConfig(vocab_size=7, d_model=4, h=2, N=N, d_ff=8, dropout=0.1, max_len=8,
+                         pre_norm=pre_norm, tie_embeddings=tie_embeddings,
+                         decoder_only=decoder_only)
     rng = backend.host_rng(seed)
     model = DecoderOnlyLM(config, rng=rng) if decoder_only else Transformer(config, rng=rng)
     randomise_params(model, rng)
@@ -176,10 +167,8 @@ def layer_cases(rng):
         MultiHeadAttention(d_model, h, rng=rng), False, 0.0
     ), (x(2, 3, d_model), x(2, 4, d_model)), {"mask": padding_mask(src, PAD)}
     yield "LogSoftmax", LogSoftmax(), (x(2, 3, 7),), {}
-    yield "CrossEntropy (smoothing 0.1, padding)", LabelSmoothedCrossEntropy(0.1, pad_id=PAD), (
-        x(2, 3, 7),
-        tgt,
-    ), {}
+    smoothed = LabelSmoothedCrossEntropy(0.1, pad_id=PAD)
+    yield "CrossEntropy (smoothing 0.1, padding)", smoothed, (x(2, 3, 7), tgt), {}
     yield "CrossEntropy (no smoothing)", LabelSmoothedCrossEntropy(0.0), (x(2, 3, 7), tgt), {}
     for label, options in [
         ("Transformer + loss", {}),
