@@ -2,6 +2,9 @@
 
     text --Tokenizer.split--> tokens --Vocab.encode--> ids --make_*_batch--> Batch
 
+Sub-word tokens (byte-pair encoding, learned from a corpus) are in
+``minitrans.data.bpe``.
+
 The built-in toy tasks are in ``minitrans.data.tasks`` and the grammar of the toy
 translation in ``minitrans.data.toy_language``.
 """
@@ -13,6 +16,7 @@ from minitrans.data.batches import (  # noqa: F401
     make_seq2seq_batch,
     pad,
 )
+from minitrans.data.bpe import BPE, learn_merges  # noqa: F401
 from minitrans.data.tsv import read_tsv, write_tsv  # noqa: F401
 from minitrans.data.vocab import (  # noqa: F401
     BOS,
