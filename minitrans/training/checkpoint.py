@@ -172,6 +172,10 @@ def check_arrays(path, arrays, prefix, model, what):
     """
     names = [name for name, _, _ in model.named_parameters()]
     require(path, arrays, [prefix + name for name in names], what)
+    wanted = {prefix + name for name in names}
+    extra = sorted(key for key in arrays if key.startswith(prefix) and key not in wanted)
+    if extra:
+        raise CheckpointError(f"{path}: {what} of no parameter of the model: {extra[:3]}")
     for name, value, _ in model.named_parameters():
         stored = arrays[prefix + name]
         if stored.shape != value.shape:

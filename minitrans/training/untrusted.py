@@ -108,7 +108,7 @@ def _read_member(archive, info):
 
 def parse_json(path, what, text):
     """``json.loads`` for untrusted text: at most MAX_RECORD_CHARS characters
-    and MAX_JSON_DEPTH levels of nesting, strict JSON (no NaN or Infinity);
+    and MAX_JSON_DEPTH levels of nesting, strict JSON but for Infinity (no NaN);
     anything else is a CheckpointError naming ``path`` and ``what``."""
     if not isinstance(text, str) or len(text) > MAX_RECORD_CHARS:
         raise CheckpointError(f"{path}: {what} is not a JSON text of at most "
@@ -130,17 +130,20 @@ def parse_json(path, what, text):
 
 
 def _refuse_constant(name):
-    raise ValueError(f"{name} is not a JSON number")
+    """Infinity may stand (an early-stop target that never stops); NaN may not."""
+    if name == "NaN":
+        raise ValueError("NaN is not a number a checkpoint may hold")
+    return float(name)
 
 
 def _depth(value):
-    """How deep lists and objects nest in ``value`` (0 for a number), without recursion."""
+    """How many lists and objects nest in ``value`` (0 for a number, 1 for
+    [1, 2]), counted without recursion and only up to one past the limit."""
     deepest, stack = 0, [(value, 0)]
     while stack:
-        value, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if depth <= MAX_JSON_DEPTH:  # deeper is refused anyway: stop counting
+        value, outer = stack.pop()
+        if isinstance(value, (dict, list)) and outer <= MAX_JSON_DEPTH:
+            deepest = max(deepest, outer + 1)
             children = value.values() if isinstance(value, dict) else value
-            if isinstance(value, (dict, list)):
-                stack.extend((child, depth + 1) for child in children)
+            stack.extend((child, outer + 1) for child in children)
     return deepest
