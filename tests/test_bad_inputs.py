@@ -439,7 +439,38 @@ CATALOGUE = [
              "odd.npz", record("vocab", Vocab(list("012")).to_json()))),
          CheckpointError, "odd.npz", "7 tokens", "vocab_size is 14",
          id="checkpoint-vocabulary-of-another-model"),
+    case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", config(tie_embeddings="false"))),
+         CheckpointError, "odd.npz", "model_config.tie_embeddings", "'false'",
+         id="checkpoint-boolean-as-string"),
+    case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", config(vocab_size=10**9))),
+         CheckpointError, "odd.npz", "model_config.vocab_size", "1000000000",
+         id="checkpoint-huge-vocab-size"),
+    case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", config(N=1000))),
+         CheckpointError, "odd.npz", "model_config", "describes a model of",
+         id="checkpoint-more-layers-than-arrays"),
+    case(lambda f: experiment.resume_trainer(f.checkpoint("odd.npz", record("history", {})),
+                                             steps=5, progress=False),
+         CheckpointError, "odd.npz", "history", id="checkpoint-malformed-history"),
+    case(lambda f: load_checkpoint(f.checkpoint("deep.npz", record("step", text="[" * 10**5))),
+         CheckpointError, "deep.npz", "'step'", "nests deeper", id="checkpoint-deep-json"),
+    case(lambda f: load_checkpoint(f.checkpoint("extra.npz", extra_member)),
+         CheckpointError, "extra.npz", "'notes.npy'", "not a checkpoint entry",
+         id="checkpoint-unknown-member"),
 ]
+
+
+def config(**changes):
+    """Change fields of the model_config record."""
+
+    def change(entries):
+        values = json.loads(str(entries["json/model_config"]))
+        entries["json/model_config"] = np.array(json.dumps({**values, **changes}))
+
+    return change
+
+
+def extra_member(entries):
+    entries["notes"] = np.ones(3)
 
 
 def npy_bytes():
@@ -532,6 +563,14 @@ CLI_CATALOGUE = [
     cli(lambda f: ["translate", "--checkpoint", f.checkpoint("odd.npz", record("task", {})), "12"],
         "odd.npz",
         "malformed checkpoint", id="translate-malformed-record"),
+    cli(lambda f: ["translate", "--checkpoint",
+                   f.checkpoint("odd.npz", config(tie_embeddings="false")), "12"],
+        "odd.npz", "model_config.tie_embeddings", "'false'", id="translate-boolean-as-string"),
+    cli(lambda f: train(f, "copy", "--resume", f.checkpoint("odd.npz", record("history", []))),
+        "odd.npz", "history", id="resume-malformed-history"),
+    cli(lambda f: ["translate", "--checkpoint",
+                   f.checkpoint("deep.npz", record("step", text="[" * 10**5)), "12"],
+        "deep.npz", "nests deeper", id="translate-deep-json"),
     cli(lambda f: ["evaluate", "--checkpoint", f.checkpoint(), "--data", f.write("bad.tsv",
                                                                                  "0\t0\n1 2\n")],
         "bad.tsv", "line 2", "no tab", id="evaluate-bad-data"),

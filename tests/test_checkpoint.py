@@ -5,6 +5,8 @@ import os
 import pathlib
 import subprocess
 import sys
+import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ import minitrans
 from minitrans.model.config import ModelConfig
 from minitrans.model.transformer import Transformer
 from minitrans.training import checkpoint, experiment
+from minitrans.training.trainer import TrainConfig
 from minitrans.training.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -93,8 +96,9 @@ def test_a_checkpoint_of_another_config_or_with_a_missing_array_is_refused(tmp_p
 
 def test_loading_never_unpickles(tmp_path):
     path = tmp_path / "objects.npz"
-    np.savez(path, format=np.array(checkpoint.FORMAT), evil=np.array([object()], dtype=object))
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+    objects = {"format": np.array(checkpoint.FORMAT), "param/evil": np.array([object()])}
+    np.savez(path, **objects)
+    with pytest.raises(CheckpointError, match="'param/evil.npy' has dtype object"):
         load_checkpoint(path)
 
 
@@ -196,3 +200,206 @@ def test_a_newer_format_version_is_refused_in_one_line(tmp_path):
     assert "\n" not in message
     for fragment in ("future.npz", "format version 3", "upgrade minitrans"):
         assert fragment in message, message
+
+
+# ------------------------------------------------------------ untrusted input
+#
+# Issue 15: a checkpoint is a file someone may hand you. Each test below is a
+# way an old loader was led into a MemoryError, a hang, a traceback or a
+# silently different model; each is now a CheckpointError naming the file.
+
+
+def _trained(tmp_path):
+    """A real checkpoint of a trainer after one step, and its entries."""
+    config = TrainConfig(task="copy", steps=1, batch_size=4, warmup=1, eval_every=1,
+                         eval_pairs=2, out_dir=str(tmp_path / "run"))
+    sizes = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.0}
+    with minitrans.using("numpy", dtype="float32"):
+        trainer = experiment.new_trainer(config, sizes, progress=False, log=lambda m: None)
+        trainer.train_step()
+        trainer.save(trainer.checkpoint_path)
+    with np.load(trainer.checkpoint_path) as stored:
+        return {key: stored[key] for key in stored.files}
+
+
+def _spoilt(tmp_path, name, change=None, **records):
+    """A real checkpoint, its records replaced by ``records`` (JSON values),
+    then ``change(entries)``."""
+    entries = _trained(tmp_path)
+    for key, value in records.items():
+        entries[f"json/{key}"] = np.array(json.dumps(value))
+    if change is not None:
+        change(entries)
+    path = tmp_path / name
+    np.savez(path, **entries)
+    return path
+
+
+def _config(tmp_path, **changes):
+    entries = _trained(tmp_path)
+    return {**json.loads(str(entries["json/model_config"])), **changes}
+
+
+def _refused(load, path, *fragments):
+    with pytest.raises(CheckpointError) as info:
+        load(path)
+    message = str(info.value)
+    assert "\n" not in message and path.name in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    ("vocab_size", 10**9, "model_config.vocab_size"),
+    ("vocab_size", 2**20, "describes a model of"),
+    ("max_len", 10**9, "model_config.max_len"),
+    ("d_model", 2**21, "model_config.d_model"),
+    ("N", 100000, "model_config.N"),
+    ("N", 1000, "describes a model of"),  # within the limit, but not what the file holds
+    ("tie_embeddings", "false", "model_config.tie_embeddings: expected True or False"),
+    ("h", 2.0, "model_config.h"),
+])
+def test_a_config_out_of_bounds_or_of_the_wrong_type_is_refused_before_building(
+        tmp_path, field, value, fragment):
+    path = _spoilt(tmp_path, "odd.npz", model_config=_config(tmp_path, **{field: value}))
+    _refused(experiment.load_trained, path, fragment)
+
+
+def test_a_hundred_thousand_layers_are_refused_at_once(tmp_path):
+    """N = 100000 once built the layers for minutes before any check."""
+    path = _spoilt(tmp_path, "deep.npz", model_config=_config(tmp_path, N=100000))
+    code = ("import sys; from minitrans.training import experiment\n"
+            "try: experiment.load_trained(sys.argv[1])\n"
+            "except experiment.checkpoint.CheckpointError: print('refused')")
+    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.stdout.strip() == "refused", result.stderr
+
+
+@pytest.mark.parametrize("history, fragment", [
+    ({"step": [1], "lr": [0.1], "grad_norm": [1.0]}, "history: expected the fields"),
+    ({"step": [1], "loss": [], "lr": [0.1], "grad_norm": [1.0]}, "lists of one length"),
+    ({"step": [1], "loss": ["2.0"], "lr": [0.1], "grad_norm": [1.0]}, "history.loss[0]"),
+    ({"step": [True], "loss": [2.0], "lr": [0.1], "grad_norm": [1.0]}, "history.step[0]"),
+    ([1, 2], "history: expected a JSON object"),
+])
+def test_a_malformed_history_is_refused_on_resume(tmp_path, history, fragment):
+    path = _spoilt(tmp_path, "history.npz", history=history)
+    _refused(lambda p: experiment.resume_trainer(p, steps=3, progress=False), path, fragment)
+
+
+@pytest.mark.parametrize("records, fragment", [
+    ({"evaluations": [{"step": 1}]}, "evaluations[0]: expected the fields"),
+    ({"evaluations": [{"step": 1, "pairs": 2, "loss": "low", "token_accuracy": 0.5,
+                       "exact_match": 0.0}]}, "evaluations[0].loss"),
+    ({"step": -1}, "step: expected"),
+    ({"optimizer_step": "1"}, "optimizer_step: expected"),
+    ({"task": {"name": "copy", "kind": "seq2seq", "level": "bytes"}}, "task.level"),
+    ({"vocab": "{\"specials\": [], \"tokens\": []}"}, "vocab.specials"),
+    ({"train_config": {"steps": "10"}}, "train_config.steps"),
+    ({"train_config": {"shuffle": True}}, "train_config: unknown fields ['shuffle']"),
+    ({"surprise": 1}, "records ['surprise']"),
+])
+def test_every_record_is_checked_field_by_field(tmp_path, records, fragment):
+    path = _spoilt(tmp_path, "records.npz", **records)
+    _refused(lambda p: experiment.resume_trainer(p, steps=3, progress=False), path, fragment)
+
+
+def _zip_entries(path, entries, compression=zipfile.ZIP_STORED):
+    """An .npz written entry by entry (np.savez cannot repeat a name)."""
+    with warnings.catch_warnings(), zipfile.ZipFile(path, "w", compression) as archive:
+        warnings.simplefilter("ignore")  # zipfile warns of a duplicated name
+        for name, value in entries:
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+    return path
+
+
+def test_a_duplicated_entry_is_refused_not_silently_taken(tmp_path):
+    entries = list(_trained(tmp_path).items())
+    name, value = next((k, v) for k, v in entries if k == "param/generator.W")
+    path = _zip_entries(tmp_path / "twice.npz", entries + [(name, np.zeros_like(value))])
+    _refused(load_checkpoint, path, "'param/generator.W.npy' appears twice")
+
+
+def test_an_unknown_member_is_refused(tmp_path):
+    path = _spoilt(tmp_path, "extra.npz", lambda e: e.update(notes=np.ones(3)))
+    _refused(load_checkpoint, path, "'notes.npy' is not a checkpoint entry")
+    path = _spoilt(tmp_path, "extra-param.npz", lambda e: e.update({"param/spare": np.ones(3)}))
+    _refused(experiment.load_trained, path, "parameters of no parameter", "param/spare")
+
+
+def test_compression_is_refused_also_a_method_zipfile_cannot_read(tmp_path):
+    entries = list(_trained(tmp_path).items())
+    path = _zip_entries(tmp_path / "lzma.npz", entries, zipfile.ZIP_LZMA)
+    _refused(load_checkpoint, path, "compression method 14")
+    data = bytearray(_zip_entries(tmp_path / "plain.npz", entries).read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # the method fields
+        start = data.find(signature)
+        while start >= 0:
+            data[start + offset:start + offset + 2] = (99).to_bytes(2, "little")
+            start = data.find(signature, start + 4)
+    path = tmp_path / "method99.npz"
+    path.write_bytes(bytes(data))
+    _refused(load_checkpoint, path, "compression method 99")
+
+
+def test_a_huge_shape_in_an_array_header_is_refused_before_allocating(tmp_path):
+    """generator.b's header declares 10**12 numbers over its own 16."""
+    entries = [(k, v) for k, v in _trained(tmp_path).items() if k != "param/generator.b"]
+    path = _zip_entries(tmp_path / "huge.npz", entries)
+    with zipfile.ZipFile(path, "a") as archive:
+        with archive.open("param/generator.b.npy", "w") as member:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (10**12,)}
+            np.lib.format.write_array_header_1_0(member, header)
+            member.write(bytes(64))
+    _refused(load_checkpoint, path, "declares shape (1000000000000,)")
+
+
+def test_a_small_file_cannot_drive_memory_up(tmp_path):
+    """A member of 512 MB of zeros deflates to half a megabyte; the old loader
+    unpacked it. Loading must stay far below the declared size."""
+    path = tmp_path / "bomb.npz"
+    entries = _trained(tmp_path)
+    _zip_entries(path, entries.items())
+    with zipfile.ZipFile(path, "a", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("param/spare.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(
+                member, {"descr": "<f4", "fortran_order": False, "shape": (2**27,)})
+            chunk = bytes(2**22)
+            for _ in range(2**29 // len(chunk)):
+                member.write(chunk)
+    assert path.stat().st_size < 2**21
+    code = ("import resource, sys\nfrom minitrans.training import checkpoint\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "try: checkpoint.load_checkpoint(sys.argv[1])\n"
+            "except checkpoint.CheckpointError as error: print(error, file=sys.stderr)\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
+    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                            text=True, timeout=120)
+    assert "compression method 8" in result.stderr, result.stderr
+    assert int(result.stdout) < 64 * 1024, f"peak memory grew by {result.stdout} kB"
+
+
+def test_deep_or_huge_json_is_refused_with_the_project_s_error(tmp_path, monkeypatch):
+    deep = _spoilt(tmp_path, "deep.npz", lambda e: e.update({"json/step": np.array("[" * 10**5)}))
+    _refused(load_checkpoint, deep, "'step' nests deeper than")
+    shallow = _spoilt(tmp_path, "nine.npz", lambda e: e.update(
+        {"json/step": np.array("[" * 9 + "]" * 9)}))
+    _refused(load_checkpoint, shallow, "'step' nests deeper than 8")
+    monkeypatch.setattr(checkpoint.untrusted, "MAX_RECORD_CHARS", 1000)
+    huge = _spoilt(tmp_path, "huge.npz", lambda e: e.update({"json/step": np.array(" " * 2000)}))
+    _refused(load_checkpoint, huge, "json/step.npy", "at most 1000 characters")
+
+
+def test_nan_in_a_record_is_refused(tmp_path):
+    path = _spoilt(tmp_path, "nan.npz", lambda e: e.update({"json/step": np.array("NaN")}))
+    _refused(load_checkpoint, path, "'step' is not valid JSON")
+
+
+def test_parameter_count_is_the_built_model_s(backend_name):
+    for options in ({}, {"tie_embeddings": True}, {"decoder_only": True}, {"pre_norm": True},
+                    {"src_vocab_size": 9}, {"decoder_only": True, "pre_norm": True}):
+        config = ModelConfig.preset("tiny", vocab_size=7, N=2, **options)
+        model = experiment.build_model(config)
+        assert config.parameter_count() == sum(v.size for _, v, _ in model.named_parameters())

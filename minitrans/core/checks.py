@@ -8,7 +8,7 @@ Arrays: ``check_array`` (backend, rank, width, dtype), ``check_finite``,
 ``check_nonempty``, ``check_same_shape``, ``check_token_ids``,
 ``check_mask``. Plain values: ``check_int``, ``check_number`` (and their
 shorthands ``check_positive_int``, ``check_probability``),
-``check_choice``; ``is_int``/``is_number`` and ``describe_int``/
+``check_choice``, ``check_bool``; ``is_int``/``is_number`` and ``describe_int``/
 ``describe_number`` give their test and their words to callers that
 raise an error of their own (the command line, the random generators).
 """
@@ -220,6 +220,12 @@ def check_choice(name, value, choices):
     if value not in choices:
         listed = ", ".join(repr(choice) for choice in choices)
         raise ValueError(f"{name}: expected one of ({listed}), got {value!r}")
+
+
+def check_bool(name, value):
+    """True or False itself: not 1, and not the string "false" (which is truthy)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
 
 
 def is_int(value, low=None, high=None):

@@ -53,6 +53,8 @@ class ModelConfig:
                 f"got h={self.h}"
             )
         checks.check_probability("dropout", self.dropout)
+        for name in ("pre_norm", "tie_embeddings", "decoder_only"):
+            checks.check_bool(name, getattr(self, name))  # "false" would be a truthy string
         checks.check_int(
             "pad_id", self.pad_id, low=0, high=min(self.vocab_size, self.source_vocab_size) - 1
         )
@@ -79,6 +81,29 @@ class ModelConfig:
     @property
     def source_vocab_size(self):
         return self.vocab_size if self.src_vocab_size is None else self.src_vocab_size
+
+    def parameter_count(self):
+        """How many numbers the model's parameters hold, computed from the
+        sizes alone (without building the model): per attention block the
+        four d_model x d_model projections and the biases of Q, V and O (a
+        key bias would change no score), per feed-forward network W_1, W_2
+        and their biases, 2 d_model per LayerNorm; the embeddings and the
+        generator, one shared matrix when tied; the final LayerNorm of each
+        stack with pre_norm. The base model of Table 3 has about 63 million
+        (with a 37000-token vocabulary)."""
+        d, V = self.d_model, self.vocab_size
+        attention = 4 * d * d + 3 * d
+        norm = 2 * d
+        feed_forward = 2 * d * self.d_ff + self.d_ff + d
+        layer = attention + norm + feed_forward + norm  # an encoder layer
+        stacks = 1 if self.decoder_only else 2
+        count = self.N * stacks * layer  # both stacks' self-attention and feed-forward
+        if not self.decoder_only:
+            count += self.N * (attention + norm)  # the decoder's cross-attention
+            count += 0 if self.tie_embeddings else self.source_vocab_size * d
+        count += V * d  # the (target) embedding
+        count += V + (0 if self.tie_embeddings else d * V)  # the generator
+        return count + (stacks * norm if self.pre_norm else 0)
 
     @classmethod
     def preset(cls, name, **overrides):

@@ -30,6 +30,8 @@ import zipfile
 import numpy as np
 
 from minitrans.core import backend
+from minitrans.training import untrusted
+from minitrans.training.untrusted import CheckpointError  # callers find it here too
 
 FORMAT = "minitrans-checkpoint-1"  # the file's marker, the same in every version
 FORMAT_VERSION = 2
@@ -43,10 +45,6 @@ _V1_RENAMES = [
 ]
 # A save writes TEMP_PREFIX...TEMP_SUFFIX beside the checkpoint, then renames it.
 TEMP_PREFIX, TEMP_SUFFIX = ".tmp-", ".npz"
-
-
-class CheckpointError(ValueError):
-    """A file that is not a usable minitrans checkpoint."""
 
 
 def save_checkpoint(path, arrays, records):
@@ -92,9 +90,13 @@ def load_checkpoint(path):
     """Read a checkpoint: (arrays as host NumPy arrays, records), the arrays
     named as in the current format version (an older file's are renamed).
 
+    The file is untrusted input: every member's header (name, compression,
+    dtype, shape) is checked against the bytes really in the file before
+    anything is allocated, so reading costs at most about the file's size.
     Raises CheckpointError, naming the file, when it is missing, truncated,
-    not an ``.npz`` file, not written by minitrans, or written by a newer
-    minitrans in a format version this one cannot read.
+    not an ``.npz`` file, not written by minitrans, malformed (see
+    ``untrusted``), or written by a newer minitrans
+    in a format version this one cannot read.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -103,24 +105,13 @@ def load_checkpoint(path):
         raise CheckpointError(f"{path}: checkpoint not found")
     if not zipfile.is_zipfile(path):  # np.load would also read a .npy or a pickle
         raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not an .npz file)")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            content = {name: data[name] for name in data.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
-        raise CheckpointError(
-            f"{path}: not a readable checkpoint (truncated or not an .npz file: {error})"
-        ) from None
+    content = untrusted.read_members(path)
     if "format" not in content or str(content.pop("format")) != FORMAT:
         raise CheckpointError(f"{path}: not a minitrans checkpoint (no '{FORMAT}' marker)")
     records, arrays = {}, {}
     for name, value in content.items():
         if name.startswith("json/"):
-            try:
-                records[name[5:]] = json.loads(str(value))
-            except ValueError as error:
-                raise CheckpointError(
-                    f"{path}: record {name[5:]!r} is not valid JSON ({error})"
-                ) from None
+            records[name[5:]] = untrusted.parse_json(path, f"record {name[5:]!r}", str(value))
         else:
             arrays[name] = value
     version = records.setdefault("format_version", 1)  # version 1 had no record
@@ -181,6 +172,10 @@ def check_arrays(path, arrays, prefix, model, what):
     """
     names = [name for name, _, _ in model.named_parameters()]
     require(path, arrays, [prefix + name for name in names], what)
+    wanted = {prefix + name for name in names}
+    extra = sorted(key for key in arrays if key.startswith(prefix) and key not in wanted)
+    if extra:
+        raise CheckpointError(f"{path}: {what} of no parameter of the model: {extra[:3]}")
     for name, value, _ in model.named_parameters():
         stored = arrays[prefix + name]
         if stored.shape != value.shape:

@@ -10,6 +10,7 @@ from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
 from minitrans.training import checkpoint
+from minitrans.training.records import check_records
 from minitrans.training.trainer import TrainConfig, Trainer
 
 # Sizes and schedules that reach the targets on a 2-core CPU in minutes.
@@ -84,6 +85,7 @@ def resume_trainer(path, steps=None, **trainer_options):
         ["model_config", "train_config", "step", "optimizer_step", "history", "evaluations"],
         "records",
     )
+    check_records(path, records, arrays)  # before a model of the sizes it names is built
     with checkpoint.reading(path):
         train_config = TrainConfig(**records["train_config"])
         config = ModelConfig.from_dict(records["model_config"])
@@ -102,6 +104,7 @@ def load_trained(path):
     translate and evaluate."""
     arrays, records = checkpoint.load_checkpoint(path)
     checkpoint.require(path, records, ["model_config", "task", "vocab"], "records")
+    check_records(path, records, arrays)  # before a model of the sizes it names is built
     with checkpoint.reading(path):
         model = build_model(ModelConfig.from_dict(records["model_config"]))
         checkpoint.load_parameters(model, arrays, path)

@@ -252,8 +252,12 @@ class Trainer:
     def restore(self, path, arrays, records):
         """Load what ``save`` wrote into this trainer (same model shapes)."""
         checkpoint.load_parameters(self.model, arrays, path)
-        if records["optimizer_step"] > 0:  # Adam's moments exist for every parameter after one step
-            for prefix in ("optim/m/", "optim/v/"):
+        moments = ("optim/m/", "optim/v/")  # Adam's, one of each for every parameter
+        other = sorted(k for k in arrays if k.startswith("optim/") and not k.startswith(moments))
+        if other:
+            raise checkpoint.CheckpointError(f"{path}: optimizer state Adam has not: {other[:3]}")
+        if records["optimizer_step"] > 0 or any(k.startswith("optim/") for k in arrays):
+            for prefix in moments:  # every parameter has them after one step
                 checkpoint.check_arrays(path, arrays, prefix, self.model, "optimizer state")
         cut = len("optim/")
         state = {k[cut:]: backend.to_device(v) for k, v in arrays.items() if k.startswith("optim/")}

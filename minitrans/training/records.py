@@ -1,0 +1,196 @@
+"""The JSON records of a checkpoint, checked field by field before use.
+
+``untrusted`` makes reading the file safe; this module makes its records
+safe to act on. Every field has its exact type (a boolean given as the
+string "false" is refused: it is truthy and would wire another model), every
+size a sane limit, and the model a configuration describes may hold no more
+numbers than the file's ``param/`` arrays do: a few bytes of JSON cannot
+make the loader build a model of gigabytes (or of 100,000 layers) before the
+arrays are compared. Errors are ``ValueError``s naming the record and the
+field ("history.loss: ..."); ``check_records`` turns them into the
+checkpoint's error, naming the file.
+"""
+
+import dataclasses
+import typing
+
+from minitrans.core import checks
+from minitrans.data.tasks import KINDS
+from minitrans.data.vocab import SPECIAL_TOKENS, Tokenizer, Vocab
+from minitrans.model.config import ModelConfig
+from minitrans.training import untrusted
+from minitrans.training.trainer import TrainConfig
+
+# Sizes far above any model this project trains, low enough that a model
+# they describe fits in memory (2**31 numbers: 8 GB in float32).
+MAX_PARAMETERS = 2**31
+LIMITS = {"vocab_size": 2**24, "src_vocab_size": 2**24, "d_model": 2**16, "h": 2**10,
+          "N": 2**10, "d_ff": 2**20, "max_len": 2**20}
+MAX_STEP = 2**40
+# A config may describe this many numbers more than the file holds, so that a
+# few missing arrays are still named one by one once the model is built.
+SLACK = 2**20
+HISTORY_KEYS = ("step", "loss", "lr", "grad_norm")
+EVALUATION_KEYS = ("step", "pairs", "loss", "token_accuracy", "exact_match")
+
+
+def check_records(path, records, arrays):
+    """Check every record present (each known name has its checker below;
+    an unknown name is refused) and, with a model config, the size of the
+    model it describes against the ``param/`` arrays in ``arrays``."""
+    unknown = sorted(set(records) - set(CHECKERS))
+    try:
+        if unknown:
+            raise ValueError(f"records {unknown}: not records of a minitrans checkpoint")
+        for name, value in records.items():
+            CHECKERS[name](name, value)
+        if "model_config" in records:
+            check_model_size(records["model_config"], arrays)
+        if "vocab" in records and "model_config" in records:
+            size, tokens = records["model_config"]["vocab_size"], _vocab(records["vocab"])
+            if len(tokens) + len(SPECIAL_TOKENS) != size:
+                raise ValueError(f"vocab: {len(tokens) + len(SPECIAL_TOKENS)} tokens, "
+                                 f"the model's vocab_size is {size}")
+    except untrusted.CheckpointError as error:
+        raise untrusted.CheckpointError(f"{path}: malformed checkpoint, {error}") from None
+    except ValueError as error:
+        raise untrusted.CheckpointError(f"{path}: malformed checkpoint, {error}") from None
+
+
+def check_fields(name, values, cls):
+    """``values`` may give the fields of dataclass ``cls`` (missing ones keep
+    their defaults), each of the type its annotation names: str, int, float
+    (an int will do) or bool, or None where the default is None."""
+    _check_object(name, values)
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"{name}: unknown fields {unknown}")
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        field, where = fields[key], f"{name}.{key}"
+        if value is None and field.default is None:
+            continue
+        kind = hints[key]
+        if kind is bool:
+            checks.check_bool(where, value)
+        elif kind is int:
+            checks.check_int(where, value, low=0, high=LIMITS.get(key, MAX_STEP))
+        elif kind is float:
+            checks.check_number(where, value, finite=key != "target_exact_match")
+        elif not isinstance(value, str):
+            raise ValueError(f"{where}: expected a string, got {value!r}")
+
+
+def check_model_config(name, values):
+    check_fields(name, values, ModelConfig)
+    _checked(name, ModelConfig.from_dict, values)
+
+
+def check_model_size(values, arrays):
+    """The model a config describes holds at most MAX_PARAMETERS numbers,
+    and not many more than the ``param/`` arrays present hold."""
+    count = ModelConfig.from_dict(values).parameter_count()
+    present = sum(value.size for key, value in arrays.items() if key.startswith("param/"))
+    if count > MAX_PARAMETERS or count > present + SLACK:
+        raise ValueError(
+            f"model_config: describes a model of {count:,} numbers, but the file's param/ "
+            f"arrays hold {present:,} (and at most {MAX_PARAMETERS:,} are loaded)"
+        )
+
+
+def check_train_config(name, values):
+    check_fields(name, values, TrainConfig)
+    _checked(name, lambda given: TrainConfig(**given), values)
+
+
+def check_task(name, values):
+    _check_object(name, values, ("name", "kind", "level"))
+    if not isinstance(values["name"], str):
+        raise ValueError(f"{name}.name: expected a string, got {values['name']!r}")
+    checks.check_choice(f"{name}.kind", values["kind"], KINDS)
+    checks.check_choice(f"{name}.level", values["level"], Tokenizer.LEVELS)
+
+
+def check_vocab(name, text):
+    _checked(name, Vocab, _vocab(text))
+
+
+def _vocab(text):
+    """The tokens of a vocabulary record (a JSON text inside the JSON)."""
+    stored = untrusted.parse_json("vocab", "the vocabulary's text", text)
+    _check_object("vocab", stored, ("specials", "tokens"))
+    if stored["specials"] != list(SPECIAL_TOKENS):
+        raise ValueError(f"vocab.specials: expected {list(SPECIAL_TOKENS)}, "
+                         f"got {stored['specials']!r}")
+    if not isinstance(stored["tokens"], list):
+        raise ValueError(f"vocab.tokens: expected a list, got {stored['tokens']!r}")
+    return stored["tokens"]
+
+
+def check_step(name, value):
+    checks.check_int(name, value, low=0, high=MAX_STEP)
+
+
+def check_rng(name, values):
+    _check_object(name, values, ("seed", "step", "rule"))
+    check_step(f"{name}.seed", values["seed"])
+    check_step(f"{name}.step", values["step"])
+
+
+def check_history(name, values):
+    """Four lists of one length: steps counting up from 1, finite numbers."""
+    _check_object(name, values, HISTORY_KEYS)
+    lengths = {key: _number_list(f"{name}.{key}", values[key]) for key in HISTORY_KEYS}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"{name}: expected lists of one length, got lengths {lengths}")
+    for index, step in enumerate(values["step"]):
+        checks.check_int(f"{name}.step[{index}]", step, low=index + 1, high=MAX_STEP)
+
+
+def check_evaluations(name, values):
+    if not isinstance(values, list):
+        raise ValueError(f"{name}: expected a list, got {type(values).__name__}")
+    for index, record in enumerate(values):
+        where = f"{name}[{index}]"
+        _check_object(where, record, EVALUATION_KEYS, exact=False)
+        for key, value in record.items():
+            checks.check_number(f"{where}.{key}", value)
+        for key in ("step", "pairs"):
+            checks.check_int(f"{where}.{key}", record[key], low=0, high=MAX_STEP)
+
+
+CHECKERS = {
+    "format_version": check_step, "model_config": check_model_config,
+    "train_config": check_train_config, "task": check_task, "vocab": check_vocab,
+    "step": check_step, "optimizer_step": check_step, "rng": check_rng,
+    "history": check_history, "evaluations": check_evaluations,
+}
+
+
+def _check_object(name, value, keys=None, exact=True):
+    """A JSON object; with ``keys``: these keys (and, ``exact``, no others)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{name}: expected a JSON object, got {type(value).__name__}")
+    if keys is None:
+        return
+    missing, extra = sorted(set(keys) - set(value)), sorted(set(value) - set(keys))
+    if missing or (exact and extra):
+        raise ValueError(f"{name}: expected the fields {list(keys)}, "
+                         f"missing {missing}" + (f", unknown {extra}" if exact and extra else ""))
+
+
+def _number_list(name, values):
+    if not isinstance(values, list):
+        raise ValueError(f"{name}: expected a list, got {type(values).__name__}")
+    for index, value in enumerate(values):
+        checks.check_number(f"{name}[{index}]", value)
+    return len(values)
+
+
+def _checked(name, build, values):
+    """``build(values)``, its errors named after the record."""
+    try:
+        build(values)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name}: {error}") from None
