@@ -104,7 +104,7 @@ def step_flops(sizes):
     for C = A B), so the step is 3 times the forward. Layer norms, softmax
     and the loss compute their sums as products with a vector; those are
     counted apart (TimedArray.vector_flops), not here."""
-    d, h, d_ff = sizes["d_model"], sizes["h"], sizes["d_ff"]
+    d, d_ff = sizes["d_model"], sizes["d_ff"]
     length = sizes["length"]
     n = sizes["batch"] * length
     projections = 4 * 2 * n * d * d

@@ -177,8 +177,6 @@ def check_same_shape(name, value, expected_shape):
         )
 
 
-
-
 # ------------------------------------------------------------ plain values
 #
 # Sizes, rates and options handed to constructors and functions. A bool is

@@ -29,7 +29,7 @@ import zipfile
 
 import numpy as np
 
-from minitrans.core import backend
+from minitrans.core import backend, checks
 from minitrans.training import untrusted
 from minitrans.training.untrusted import CheckpointError  # callers find it here too
 
@@ -115,7 +115,7 @@ def load_checkpoint(path):
         else:
             arrays[name] = value
     version = records.setdefault("format_version", 1)  # version 1 had no record
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if not checks.is_int(version, low=1):
         raise CheckpointError(f"{path}: malformed checkpoint, format_version is {version!r}")
     if version > FORMAT_VERSION:
         raise CheckpointError(

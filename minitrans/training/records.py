@@ -51,9 +51,7 @@ def check_records(path, records, arrays):
             if len(tokens) + len(SPECIAL_TOKENS) != size:
                 raise ValueError(f"vocab: {len(tokens) + len(SPECIAL_TOKENS)} tokens, "
                                  f"the model's vocab_size is {size}")
-    except untrusted.CheckpointError as error:
-        raise untrusted.CheckpointError(f"{path}: malformed checkpoint, {error}") from None
-    except ValueError as error:
+    except ValueError as error:  # CheckpointError (from parse_json) is a ValueError too
         raise untrusted.CheckpointError(f"{path}: malformed checkpoint, {error}") from None
 
 
