@@ -21,9 +21,10 @@ from minitrans.core import backend, checks
 from minitrans.data import Tokenizer
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.training import checkpoint, evaluation
+from minitrans.training import checkpoint, evaluation, trainer_state
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 from minitrans.training.parallel import DataParallel
+from minitrans.training.progress import progress_bar, through
 
 
 class TrainingError(RuntimeError):
@@ -142,8 +143,8 @@ class Trainer:
                 f"removed {len(leftovers)} unfinished checkpoint file(s) of an interrupted save: "
                 f"{', '.join(leftovers)}"
             )
-        bar = _progress_bar(self.config.steps, self.step, self.progress)
-        log = _through(bar, self.log)
+        bar = progress_bar(self.config.steps, self.step, self.progress)
+        log = through(bar, self.log)
         last = None
         try:
             while self.step < self.config.steps:
@@ -223,61 +224,10 @@ class Trainer:
     # ------------------------------------------------------------ checkpoints
 
     def save(self, path):
-        """Parameters, Adam's moments and step, configs, vocabulary, history."""
-        arrays = {f"param/{name}": value for name, value, _ in self.model.named_parameters()}
-        arrays.update(
-            {f"optim/{k}": v for k, v in self.optimizer.state_dict().items() if k != "step"}
-        )
-        records = {
-            "model_config": self.model.config.to_dict(),
-            "train_config": dataclasses.asdict(self.config),
-            "task": {
-                "name": self.task.name,
-                "kind": self.task.kind,
-                "level": self.task.tokenizer.level,
-            },
-            "vocab": self.task.vocab.to_json(),
-            "step": self.step,
-            "optimizer_step": self.optimizer.step_count,
-            "rng": {
-                "seed": self.config.seed,
-                "step": self.step,
-                "rule": "numpy default_rng([seed, epoch]) and dropout [seed, step]",
-            },
-            "history": self.history,
-            "evaluations": self.evaluations,
-        }
-        checkpoint.save_checkpoint(path, arrays, records)
+        """Parameters, Adam's moments and step, configs, vocabulary, history
+        (``training.trainer_state``)."""
+        trainer_state.save(self, path)
 
     def restore(self, path, arrays, records):
         """Load what ``save`` wrote into this trainer (same model shapes)."""
-        checkpoint.load_parameters(self.model, arrays, path)
-        moments = ("optim/m/", "optim/v/")  # Adam's, one of each for every parameter
-        other = sorted(k for k in arrays if k.startswith("optim/") and not k.startswith(moments))
-        if other:
-            raise checkpoint.CheckpointError(f"{path}: optimizer state Adam has not: {other[:3]}")
-        if records["optimizer_step"] > 0 or any(k.startswith("optim/") for k in arrays):
-            for prefix in moments:  # every parameter has them after one step
-                checkpoint.check_arrays(path, arrays, prefix, self.model, "optimizer state")
-        cut = len("optim/")
-        state = {k[cut:]: backend.to_device(v) for k, v in arrays.items() if k.startswith("optim/")}
-        self.optimizer.load_state_dict({"step": records["optimizer_step"], **state})
-        self.step = int(records["step"])
-        self.history = {key: list(values) for key, values in records["history"].items()}
-        self.evaluations = list(records["evaluations"])
-
-
-def _progress_bar(total, initial, enabled):
-    """tqdm's bar (a widget in a notebook), or a silent stand-in."""
-    if enabled:
-        from tqdm.auto import tqdm
-    else:  # plain tqdm: no notebook-widget import, nothing printed
-        from tqdm import tqdm
-    return tqdm(total=total, initial=initial, disable=not enabled, unit="step")
-
-
-def _through(bar, log):
-    """Print through tqdm so that messages do not break the progress bar."""
-    if bar.disable:
-        return log
-    return lambda message: bar.write(message)
+        trainer_state.restore(self, path, arrays, records)

@@ -1,0 +1,69 @@
+"""What a trainer writes into its checkpoint and reads back from it.
+
+A checkpoint holds every parameter (``param/NAME``), Adam's moments
+(``optim/m/NAME``, ``optim/v/NAME``) and records: the configs, the task and
+its vocabulary, the step, the random-number rule, the loss history and the
+held-out evaluations. ``save`` writes them, ``restore`` loads them into a
+trainer whose model has the same shapes, so that training goes on as if it
+had never stopped.
+"""
+
+import dataclasses
+
+from minitrans.core import backend
+from minitrans.training import checkpoint
+
+ADAM_MOMENTS = ("optim/m/", "optim/v/")  # one of each for every parameter
+
+
+def records_of(trainer):
+    """The JSON records of ``trainer``'s checkpoint (a dict)."""
+    return {
+        "model_config": trainer.model.config.to_dict(),
+        "train_config": dataclasses.asdict(trainer.config),
+        "task": {
+            "name": trainer.task.name,
+            "kind": trainer.task.kind,
+            "level": trainer.task.tokenizer.level,
+        },
+        "vocab": trainer.task.vocab.to_json(),
+        "step": trainer.step,
+        "optimizer_step": trainer.optimizer.step_count,
+        "rng": {
+            "seed": trainer.config.seed,
+            "step": trainer.step,
+            "rule": "numpy default_rng([seed, epoch]) and dropout [seed, step]",
+        },
+        "history": trainer.history,
+        "evaluations": trainer.evaluations,
+    }
+
+
+def arrays_of(trainer):
+    """The parameters and Adam's moments, by their names in the file."""
+    arrays = {f"param/{name}": value for name, value, _ in trainer.model.named_parameters()}
+    state = trainer.optimizer.state_dict()
+    arrays.update({f"optim/{key}": value for key, value in state.items() if key != "step"})
+    return arrays
+
+
+def save(trainer, path):
+    """Write ``trainer``'s checkpoint to ``path`` (atomically)."""
+    checkpoint.save_checkpoint(path, arrays_of(trainer), records_of(trainer))
+
+
+def restore(trainer, path, arrays, records):
+    """Load a checkpoint's ``arrays`` and checked ``records`` into ``trainer``."""
+    checkpoint.load_parameters(trainer.model, arrays, path)
+    other = sorted(k for k in arrays if k.startswith("optim/") and not k.startswith(ADAM_MOMENTS))
+    if other:
+        raise checkpoint.CheckpointError(f"{path}: optimizer state Adam has not: {other[:3]}")
+    if records["optimizer_step"] > 0 or any(k.startswith("optim/") for k in arrays):
+        for prefix in ADAM_MOMENTS:  # every parameter has them after one step
+            checkpoint.check_arrays(path, arrays, prefix, trainer.model, "optimizer state")
+    cut = len("optim/")
+    state = {k[cut:]: backend.to_device(v) for k, v in arrays.items() if k.startswith("optim/")}
+    trainer.optimizer.load_state_dict({"step": records["optimizer_step"], **state})
+    trainer.step = int(records["step"])
+    trainer.history = {key: list(values) for key, values in records["history"].items()}
+    trainer.evaluations = list(records["evaluations"])
