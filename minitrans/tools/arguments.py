@@ -1,0 +1,41 @@
+"""What the commands of ``minitrans`` share: argument types that refuse a
+bad value in the words of ``core.checks``, and the --device flag."""
+
+import argparse
+
+from minitrans.core import backend, checks
+
+
+def number(convert, **bounds):
+    """An argparse type: ``convert(text)`` (int or float), refused outside
+    ``bounds`` in the words of ``checks.check_int``/``check_number``. Text
+    that is not a number at all gets argparse's own "invalid int value:
+    'abc'", hence the name."""
+    if convert is int:
+        is_valid, describe = checks.is_int, checks.describe_int
+    else:
+        is_valid, describe = checks.is_number, checks.describe_number
+
+    def parse(text):
+        value = convert(text)
+        if not is_valid(value, **bounds):
+            raise argparse.ArgumentTypeError(f"expected {describe(**bounds)}, got {text}")
+        return value
+
+    parse.__name__ = convert.__name__
+    return parse
+
+
+positive_int = number(int, low=1)
+non_negative_int = number(int, low=0)
+probability = number(float, low=0, high=1, high_open=True)
+
+
+def add_device(parser):
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                        help="cpu (NumPy) or gpu (CuPy) (default cpu)")
+
+
+def use_device(args):
+    """--device gpu runs the same code on CuPy."""
+    backend.use("cupy" if args.device == "gpu" else "numpy")
