@@ -12,6 +12,7 @@ from minitrans.decoding.search import (  # noqa: F401
     beam_search,
     decode_with_attention,
     generate,
+    generate_with_attention,
     gnmt_length_penalty,
     greedy,
     sample,

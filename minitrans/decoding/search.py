@@ -123,6 +123,23 @@ def decode_with_attention(model, src, max_len, bos_id=1, eos_id=2, pad_id=0):
     return tokens, model.attention_maps()
 
 
+def generate_with_attention(lm, prompt, max_new_tokens, eos_id=2, pad_id=0):
+    """Greedy-continue ``prompt`` (B, T0) with a DecoderOnlyLM, then rerun
+    prompt + tokens[:, :-1] teacher-forced, for plotting: row t of each map
+    is the attention of the position whose next token is token t + 1 of
+    prompt[:, 1:] + tokens. Returns tokens (B, L) and ``lm.attention_maps()``:
+    (B, h, T0 + L - 1, T0 + L - 1) by layer name, e.g.
+    "decoder.layers.0.self_attn.attention".
+
+    ``decode_with_attention`` is the encoder-decoder version: a language
+    model has no source to encode, and its ``start`` takes a batch size.
+    """
+    xp = backend.get_xp()
+    tokens = generate(lm, prompt, max_new_tokens, eos_id=eos_id, pad_id=pad_id)
+    lm.forward(xp.concatenate([prompt, tokens[:, :-1]], axis=1))
+    return tokens, lm.attention_maps()
+
+
 def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, strategy="greedy",
              temperature=1.0, top_k=None, top_p=None, rng=None, return_logits=False):
     """Continue prompt (B, T0), int ids without padding, with a DecoderOnlyLM.

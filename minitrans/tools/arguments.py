@@ -29,6 +29,24 @@ def number(convert, **bounds):
 positive_int = number(int, low=1)
 non_negative_int = number(int, low=0)
 probability = number(float, low=0, high=1, high_open=True)
+positive_number = number(float, low=0, low_open=True)
+probability_above_zero = number(float, low=0, high=1, low_open=True)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """--help as the commands write it: a description's paragraphs (split by
+    blank lines) are wrapped to the terminal, but a paragraph of indented
+    lines (examples) keeps its lines; the help of an option starts in a
+    column wide enough for most flags, so it is not pushed onto a line of
+    its own."""
+
+    def __init__(self, prog):
+        super().__init__(prog, max_help_position=32)
+
+    def _fill_text(self, text, width, indent):
+        fill = super()._fill_text
+        return "\n\n".join(paragraph if paragraph.startswith(" ") else fill(paragraph, width, indent)
+                             for paragraph in text.split("\n\n"))
 
 
 def add_device(parser):

@@ -3,7 +3,10 @@
     minitrans train copy|reverse|translate|lm [--data TRAIN.tsv [--valid VALID.tsv]] ...
     minitrans translate --checkpoint FILE "text"     (or one sentence per stdin line)
     minitrans evaluate --checkpoint FILE --data TEST.tsv
+    minitrans generate --checkpoint LM.npz "12+" [--temperature T --top-k K --top-p P]
+    minitrans attention --checkpoint FILE "text" --out attention.png
     minitrans gradcheck [--backend numpy|strict|cupy]
+    minitrans --version
 
 Every error in what the user typed or pointed to is reported as one line on
 stderr with a non-zero exit status, never as a traceback.
@@ -14,8 +17,14 @@ import os
 import sys
 import warnings
 
+from minitrans import __version__
 from minitrans.core import backend
-from minitrans.tools import arguments, model_commands, train_command
+from minitrans.tools import arguments, explore_commands, model_commands, train_command
+
+DESCRIPTION = """\
+The Transformer of "Attention Is All You Need" in NumPy, every gradient by hand:
+train it, translate with it, sample from it, look at its attention, check its gradients.
+"minitrans COMMAND --help" shows a command's flags and their defaults."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,16 +37,22 @@ class _UsageError(Exception):
 
 
 def build_parser():
-    parser = _Parser(prog="minitrans", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="minitrans", description=DESCRIPTION,
+                     formatter_class=arguments.HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"minitrans {__version__}",
+                        help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train_command.add_parser(commands)
     model_commands.add_translate_parser(commands)
     model_commands.add_evaluate_parser(commands)
+    explore_commands.add_generate_parser(commands)
+    explore_commands.add_attention_parser(commands)
     check = commands.add_parser(
         "gradcheck",
         help="check every layer's backward against central differences (float64)",
         description="Gradient-check every layer in float64 and print a table; "
         "exits with status 1 if any tensor's relative error is 1e-6 or more.",
+        formatter_class=arguments.HelpFormatter,
     )
     check.add_argument(
         "--backend",
@@ -49,7 +64,7 @@ def build_parser():
         "--seed",
         type=arguments.non_negative_int,
         default=0,
-        help="seed of inputs and weights (default 0)",
+        help="seed of the inputs and weights (default 0)",
     )
     return parser
 
@@ -75,6 +90,8 @@ COMMANDS = {
     "train": train_command.run,
     "translate": model_commands.translate,
     "evaluate": model_commands.evaluate,
+    "generate": explore_commands.generate,
+    "attention": explore_commands.attention,
 }
 
 

@@ -8,25 +8,41 @@ from minitrans.data import BOS_ID, EOS_ID, pad
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 
 
-def teacher_forced_metrics(model, task, pairs, batch_size=256):
-    """Mean loss (no label smoothing) and token accuracy of argmax predictions,
-    over the target tokens of ``pairs``, with the true prefix fed in (teacher
-    forcing), as in training. For a decoder-only task only the answer counts:
-    the prompt's tokens are random and cannot be predicted."""
+def teacher_forced_metrics(model, task, pairs, batch_size=256, label_smoothing=0.0):
+    """Held-out losses and token accuracy, the true prefix fed in (teacher
+    forcing), as in training, token-weighted over ``pairs``:
+
+    loss:           cross-entropy without label smoothing over the tokens a
+                    task is scored on: every target token, but for a
+                    decoder-only task only the answer's (``answer_targets``),
+                    as a prompt's tokens are random and cannot be predicted
+    token_accuracy: argmax predictions over those same tokens
+    objective:      what the trainer minimises, on held-out pairs: label
+                    smoothing ``label_smoothing`` over every target token (a
+                    language model's prompt included), so its curve and the
+                    training loss measure the same thing (but dropout, which
+                    is off here); ``loss`` differs from it in kind for every
+                    task with label smoothing, and in tokens for ``lm``
+    """
     loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=model.config.pad_id)
-    total_loss = correct = count = 0.0
+    objective_fn = LabelSmoothedCrossEntropy(label_smoothing, pad_id=model.config.pad_id)
+    total_loss = total_objective = correct = count = all_tokens = 0.0
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start:start + batch_size]
         batch = task.make_batch(chunk)
         with evaluating(model):
             logits = model.forward(*model_inputs(batch))
+        every = float((batch.tgt_out != model.config.pad_id).sum())
+        total_objective += float(objective_fn.forward(logits, batch.tgt_out)) * every
+        all_tokens += every
         targets = answer_targets(task, chunk, batch.tgt_out, model.config.pad_id)
         real = targets != model.config.pad_id
         tokens = float(real.sum())
         total_loss += float(loss_fn.forward(logits, targets)) * tokens
         correct += float(((logits.argmax(axis=-1) == targets) & real).sum())
         count += tokens
-    return {"loss": total_loss / max(count, 1.0), "token_accuracy": correct / max(count, 1.0)}
+    return {"loss": total_loss / max(count, 1.0), "token_accuracy": correct / max(count, 1.0),
+            "objective": total_objective / max(all_tokens, 1.0)}
 
 
 def predict(model, task, sources, max_len=None, batch_size=250, beam_size=1):
@@ -98,20 +114,21 @@ def exact_match(model, task, pairs, max_len=None, beam_size=1):
 
 
 def attention_for(model, task, text, layer=-1):
-    """Translate ``text`` greedily and return what a heat map needs:
-    (source tokens, output tokens with <eos>, cross-attention weights of
-    decoder layer ``layer`` as a host array (h, T_out, T_src))."""
-    source_tokens = task.tokenizer.split(text)
-    src = backend.to_device(pad([task.vocab.encode(source_tokens)]))  # a batch of one: (1, T_src)
-    max_len = min(2 * len(source_tokens) + 10, model.config.max_len - 1)
-    with evaluating(model):
-        tokens, maps = decoding.decode_with_attention(model, src, max_len)
+    """Decode ``text`` greedily and return what a heat map of one layer needs:
+    (key tokens, query tokens, weights as a host array (h, T_q, T_k)).
+
+    Encoder-decoder: the cross-attention of decoder layer ``layer``; keys are
+    the source tokens, queries the output tokens with <eos>. Decoder-only
+    (``text`` is the prompt): the self-attention of layer ``layer``; keys are
+    <bos> + prompt + output[:-1], the tokens read, queries prompt + output,
+    the tokens produced. ``training.attention_maps`` has every layer and kind.
+    """
+    from minitrans.training.attention_maps import decode_and_attend  # it builds on this module
+
+    panels, _ = decode_and_attend(model, task, text)
+    panel = panels["decoder" if task.kind == "lm" else "cross"]
     index = range(model.config.N)[layer]
-    weights = backend.to_numpy(maps[f"decoder.layers.{index}.cross_attn.attention"])[0]
-    row = backend.to_numpy(tokens)[0].tolist()
-    length = row.index(EOS_ID) + 1 if EOS_ID in row else len(row)  # keep <eos>, drop padding
-    output_tokens = [task.vocab.tokens[i] for i in row[:length]]
-    return source_tokens, output_tokens, weights[:, :length]
+    return panel.keys, panel.queries, panel.weights[index]
 
 
 def corpus_bleu(hypotheses, references):

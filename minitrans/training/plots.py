@@ -7,7 +7,7 @@ functions raise a RuntimeError that says how to install it.
 import os
 
 
-def _figure(figsize):
+def _new_figure(figsize, layout=None):
     """A matplotlib Figure that is not registered with pyplot: drawing to a
     file this way needs no window and leaves a notebook's inline plotting
     (pyplot's backend) untouched."""
@@ -15,7 +15,12 @@ def _figure(figsize):
         from matplotlib.figure import Figure
     except ImportError:
         raise RuntimeError('plots need matplotlib: pip install "minitrans[train]"') from None
-    figure = Figure(figsize=figsize)
+    return Figure(figsize=figsize, layout=layout)
+
+
+def _figure(figsize):
+    """A new figure with one set of axes."""
+    figure = _new_figure(figsize)
     return figure, figure.subplots()
 
 
@@ -24,17 +29,46 @@ def save_curve(path, steps, values, title, ylabel, log_y=False, extra=None, labe
     (steps, values, label) series, such as held-out loss."""
     figure, axes = _figure((6, 4))
     axes.plot(steps, values, label=label or ylabel, linewidth=1)
-    for extra_steps, extra_values, label in extra or []:
-        axes.plot(extra_steps, extra_values, "o-", label=label)
+    for (extra_steps, extra_values, label), style in zip(extra or [], ["o-", "s--", "^:"] * 9):
+        axes.plot(extra_steps, extra_values, style, label=label)
     if log_y:
         axes.set_yscale("log")
     axes.set_title(title)
     axes.set_xlabel("training step")
     axes.set_ylabel(ylabel)
     if extra:
-        axes.legend()
+        axes.legend(fontsize="small")
     figure.tight_layout()
     _save(figure, path)
+
+
+def save_losses(path, history, evaluations, task_name, label_smoothing, decoder_only):
+    """loss.png of a run: the training loss of every step and, at each
+    evaluation, two held-out losses (``evaluation.teacher_forced_metrics``):
+
+    - the training objective (label smoothing, every target token, a
+      language model's prompt included) on held-out pairs: the same measure
+      as the training curve, so the gap between them is overfitting (and
+      dropout, which is on in training only);
+    - the held-out loss that the log prints: no smoothing, and for a
+      language model only the answer's tokens. Smoothing puts a floor under
+      the objective, and a prompt's random digits keep the objective high,
+      so this curve is lower and is not compared with the training curve.
+
+    ``history``/``evaluations`` as a Trainer keeps them; evaluations from
+    before the objective was recorded draw the second curve only."""
+    every = "every token, prompt too" if decoder_only else "every token"
+    extra = []
+    with_objective = [e for e in evaluations if "objective" in e]
+    if with_objective:
+        extra.append(([e["step"] for e in with_objective], [e["objective"] for e in with_objective],
+                      "held-out, the same loss, no dropout"))
+    if evaluations:
+        scored = "answer only" if decoder_only else "every token"
+        extra.append(([e["step"] for e in evaluations], [e["loss"] for e in evaluations],
+                      f"held-out loss (no smoothing, {scored})"))
+    save_curve(path, history["step"], history["loss"], f"{task_name}: loss", "loss", log_y=True,
+               extra=extra, label=f"training loss (smoothing {label_smoothing}, {every})")
 
 
 def save_attention(path, weights, source_tokens, target_tokens, title):
@@ -49,6 +83,31 @@ def save_attention(path, weights, source_tokens, target_tokens, title):
     axes.set_title(title)
     figure.colorbar(image, ax=axes, fraction=0.046)
     figure.tight_layout()
+    _save(figure, path)
+
+
+def save_attention_grid(path, weights, queries, keys, title, layers=None):
+    """Heat maps of every layer and head: weights (N, h, T_q, T_k), a row of
+    panels per layer, a column per head, one colour scale (0 to 1) for all.
+    Rows of a map are the queries (labelled by ``queries``), columns the keys
+    (``keys``); ``layers`` numbers the rows (default 0..N-1)."""
+    n_layers, n_heads, length_q, length_k = weights.shape
+    layers = range(n_layers) if layers is None else layers
+    cell = (1.2 + 0.22 * length_k, 0.9 + 0.22 * length_q)  # inches per heat map, with labels
+    size = (min(cell[0] * n_heads + 1.2, 60), min(cell[1] * n_layers + 0.8, 60))
+    figure = _new_figure(size, layout="constrained")  # room for labels and the colour bar
+    grid = figure.subplots(n_layers, n_heads, squeeze=False)
+    for (row, column), axes in zip(
+        ((r, c) for r in range(n_layers) for c in range(n_heads)), grid.flat
+    ):
+        image = axes.imshow(weights[row, column], cmap="viridis", vmin=0.0, vmax=1.0)
+        axes.set_title(f"layer {layers[row]}, head {column}", fontsize=9)
+        axes.set_xticks(range(length_k), keys, rotation=90, fontsize=7)
+        axes.set_yticks(range(length_q), queries if column == 0 else [], fontsize=7)
+    figure.suptitle(title)
+    figure.supxlabel("keys: the token read at each position")
+    figure.supylabel("queries: the token produced")
+    figure.colorbar(image, ax=grid, fraction=0.02)
     _save(figure, path)
 
 

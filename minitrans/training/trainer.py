@@ -24,7 +24,7 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training import checkpoint, evaluation, trainer_state
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 from minitrans.training.parallel import DataParallel
-from minitrans.training.progress import progress_bar, through
+from minitrans.training.progress import TrainingLine, progress_bar, through
 
 
 class TrainingError(RuntimeError):
@@ -145,17 +145,21 @@ class Trainer:
             )
         bar = progress_bar(self.config.steps, self.step, self.progress)
         log = through(bar, self.log)
-        last = None
+        last, interval = None, TrainingLine()  # without a bar: a line per evaluation
         try:
             while self.step < self.config.steps:
                 start = time.perf_counter()
                 loss, tokens = self.train_step()
-                rate = tokens / max(time.perf_counter() - start, 1e-9)
+                seconds = time.perf_counter() - start
+                rate = tokens / max(seconds, 1e-9)
                 bar.update(1)
                 bar.set_postfix(
                     loss=f"{loss:.3f}", lr=f"{self.history['lr'][-1]:.2e}", tok_s=f"{rate:,.0f}"
                 )
+                interval.add(loss, tokens, seconds)
                 if self.step % self.config.eval_every == 0 or self.step == self.config.steps:
+                    if bar.disable:
+                        log(interval.line(self.step, self.history["lr"][-1]))
                     last = self.evaluate_and_save(log)
                     if last["exact_match"] >= self.config.target_exact_match:
                         log(
@@ -180,7 +184,8 @@ class Trainer:
 
     def evaluate(self):
         pairs = self.task.valid[: self.config.eval_pairs]
-        metrics = evaluation.teacher_forced_metrics(self.model, self.task, pairs)
+        metrics = evaluation.teacher_forced_metrics(self.model, self.task, pairs,
+                                                    label_smoothing=self.config.label_smoothing)
         metrics["exact_match"], _ = evaluation.exact_match(self.model, self.task, pairs)
         return {"step": self.step, "pairs": len(pairs), **metrics}
 
@@ -191,17 +196,10 @@ class Trainer:
         if not self.history["step"]:
             return []
         folder = self.config.out_dir
-        held_out = [(e["step"], e["loss"]) for e in self.evaluations]
-        extra = (
-            [([s for s, _ in held_out], [l for _, l in held_out], "held-out loss (no smoothing)")]
-            if held_out
-            else None
-        )
         paths = [os.path.join(folder, "loss.png"), os.path.join(folder, "lr.png")]
         try:
-            plots.save_curve(paths[0], self.history["step"], self.history["loss"],
-                             f"{self.task.name}: loss", "loss", log_y=True, extra=extra,
-                             label=f"training loss (label smoothing {self.config.label_smoothing})")
+            plots.save_losses(paths[0], self.history, self.evaluations, self.task.name,
+                              self.config.label_smoothing, self.task.kind == "lm")
             plots.save_curve(paths[1], self.history["step"], self.history["lr"],
                              f"learning rate (warmup {self.config.warmup})", "learning rate")
         except RuntimeError as error:  # matplotlib is not installed

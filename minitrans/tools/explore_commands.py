@@ -1,0 +1,190 @@
+"""``minitrans generate`` and ``minitrans attention``: explore a trained model.
+
+    minitrans generate --checkpoint lm.npz "12+" --temperature 0.8 --top-k 5 --samples 5
+    minitrans attention --checkpoint CK "a sentence" --out attn.png [--layer L]
+
+``generate`` samples continuations of a prompt from a decoder-only model
+(``translate`` is the command for an encoder-decoder model); ``attention``
+draws the attention maps of a greedily decoded text, for both model kinds.
+"""
+
+import os
+import sys
+
+from minitrans.tools import arguments
+
+
+def add_generate_parser(commands):
+    generate = commands.add_parser(
+        "generate",
+        help="sample continuations of a prompt from a decoder-only model (train lm)",
+        description="Sample continuations of a prompt from a decoder-only checkpoint: each "
+        "step divides the logits by the temperature, keeps the top-k, then the smallest set "
+        "of tokens holding top-p of the probability, and draws one. Prints one line per "
+        "sample: the prompt followed by its continuation, up to <eos>.",
+        formatter_class=arguments.HelpFormatter,
+    )
+    generate.add_argument(
+        "--checkpoint", required=True, help="a decoder-only checkpoint (required)"
+    )
+    generate.add_argument(
+        "prompt",
+        nargs="?",
+        help="the text to continue (default: every line of standard input, each a prompt)",
+    )
+    generate.add_argument(
+        "--temperature",
+        type=arguments.positive_number,
+        default=1.0,
+        help="divides the logits: below 1 sharper, above 1 flatter (default 1.0)",
+    )
+    generate.add_argument(
+        "--top-k",
+        type=arguments.positive_int,
+        default=None,
+        help="draw only from the k most probable tokens (default: all)",
+    )
+    generate.add_argument(
+        "--top-p",
+        type=arguments.probability_above_zero,
+        default=None,
+        help="draw only from the most probable tokens whose probabilities "
+        "add up to p, in (0, 1] (default: all)",
+    )
+    generate.add_argument(
+        "--samples", type=arguments.positive_int, default=1, help="samples per prompt (default 1)"
+    )
+    generate.add_argument(
+        "--max-tokens",
+        type=arguments.positive_int,
+        default=None,
+        help="at most this many new tokens per sample (default: as many as "
+        "the model has positions left after the prompt)",
+    )
+    generate.add_argument(
+        "--seed",
+        type=arguments.non_negative_int,
+        default=0,
+        help="seed of the draws: the same seed, the same samples (default 0)",
+    )
+    arguments.add_device(generate)
+
+
+def add_attention_parser(commands):
+    attention = commands.add_parser(
+        "attention",
+        help="save heat maps of every layer's and head's attention on a text",
+        description="Decode a text greedily (a translation, or a prompt's continuation) and "
+        "save its attention as a grid of heat maps: a row per layer, a column per head. "
+        "An encoder-decoder model gives three files, OUT's name with -encoder, -decoder and "
+        "-cross before its extension (encoder self-attention, decoder self-attention, "
+        "cross-attention); a decoder-only model gives OUT, its self-attention over the "
+        "prompt and the continuation.",
+        formatter_class=arguments.HelpFormatter,
+    )
+    attention.add_argument("--checkpoint", required=True, help="a trained checkpoint (required)")
+    attention.add_argument("text", help="the sentence to translate, or the prompt to continue")
+    attention.add_argument(
+        "--out",
+        default="attention.png",
+        help="image file; its folder must exist (default attention.png)",
+    )
+    attention.add_argument(
+        "--layer",
+        type=arguments.non_negative_int,
+        default=None,
+        help="draw only this layer, counted from 0 (default: every layer)",
+    )
+    arguments.add_device(attention)
+
+
+def generate(args):
+    from minitrans.core import backend
+    from minitrans.data import BOS_ID, pad
+    from minitrans.decoding import generate as continue_prompt
+    from minitrans.training import experiment
+
+    arguments.use_device(args)
+    model, task = experiment.load_trained(args.checkpoint)
+    if task.kind != "lm":
+        raise ValueError(
+            f"--checkpoint: {args.checkpoint} holds an encoder-decoder model; "
+            "use 'minitrans translate' for it (generate continues a prompt with "
+            "a decoder-only model)"
+        )
+    rng = backend.device_rng(args.seed)  # one generator for every prompt: a seed, one output
+    prompts = (
+        [args.prompt] if args.prompt is not None else [line.rstrip("\n") for line in sys.stdin]
+    )
+    for text in prompts:
+        tokens = task.tokenizer.split(text)
+        room = model.config.max_len - len(tokens)  # positions left after <bos> + prompt
+        if room < 1:
+            raise ValueError(
+                f"prompt: {len(tokens)} tokens, too many for the model's "
+                f"{model.config.max_len} positions"
+            )
+        if args.max_tokens is not None and args.max_tokens > room:
+            raise ValueError(
+                f"--max-tokens: at most {room} after this prompt (the model has "
+                f"{model.config.max_len} positions), got {args.max_tokens}"
+            )
+        ids = [BOS_ID] + task.vocab.encode(tokens)
+        prompt = backend.to_device(pad([ids] * args.samples))  # (samples, 1 + T_prompt)
+        new = continue_prompt(
+            model,
+            prompt,
+            args.max_tokens or room,
+            strategy="sample",
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            rng=rng,
+        )
+        for row in backend.to_numpy(new).tolist():
+            print(task.tokenizer.join(tokens + task.vocab.decode(row)))
+    return 0
+
+
+def attention(args):
+    from minitrans.data import EOS
+    from minitrans.training import attention_maps, experiment, plots
+
+    out = os.path.abspath(args.out)
+    if not os.path.isdir(os.path.dirname(out)):
+        raise ValueError(f"--out: the folder {os.path.dirname(out)} does not exist")
+    arguments.use_device(args)
+    model, task = experiment.load_trained(args.checkpoint)
+    if args.layer is not None and args.layer >= model.config.N:
+        raise ValueError(
+            f"--layer: the model has {model.config.N} layers, counted from 0, " f"got {args.layer}"
+        )
+    layers = range(model.config.N) if args.layer is None else [args.layer]
+    panels, output = attention_maps.decode_and_attend(model, task, args.text)
+    words = output[:-1] if output[-1:] == [EOS] else output
+    print(f"{'continuation' if task.kind == 'lm' else 'translation'}: {task.tokenizer.join(words)}")
+    for kind, panel in panels.items():
+        path = args.out if task.kind == "lm" else _with_suffix(args.out, kind)
+        plots.save_attention_grid(
+            path,
+            panel.weights[list(layers)],
+            panel.queries,
+            panel.keys,
+            f"{TITLES[kind]}: {args.text!r}",
+            layers=layers,
+        )
+        print(f"{kind} attention: {path}")
+    return 0
+
+
+TITLES = {
+    "encoder": "encoder self-attention",
+    "decoder": "decoder self-attention (causal)",
+    "cross": "cross-attention, output over source",
+}
+
+
+def _with_suffix(path, kind):
+    """attn.png -> attn-cross.png"""
+    stem, extension = os.path.splitext(path)
+    return f"{stem}-{kind}{extension}"
