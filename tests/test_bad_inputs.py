@@ -43,7 +43,7 @@ from minitrans.layers.positional import PositionalEncoding
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
-from minitrans.training import experiment
+from minitrans.training import evaluation, experiment
 from minitrans.training.checkpoint import CheckpointError, load_checkpoint, load_parameters
 from minitrans.training.trainer import TrainConfig, TrainingError
 
@@ -456,6 +456,11 @@ CATALOGUE = [
     case(lambda f: load_checkpoint(f.checkpoint("extra.npz", extra_member)),
          CheckpointError, "extra.npz", "'notes.npy'", "not a checkpoint entry",
          id="checkpoint-unknown-member"),
+    # issue 15, exploring a trained model
+    case(lambda f: evaluation.attention_for(*experiment.load_trained(f.checkpoint()), ""),
+         ValueError, "text", "empty", id="attention-empty-sentence"),
+    case(lambda f: evaluation.attention_for(*experiment.load_trained(f.checkpoint()), "1" * 100),
+         ValueError, "text", "100 tokens", "64 positions", id="attention-text-too-long"),
 ]
 
 
@@ -580,6 +585,18 @@ CLI_CATALOGUE = [
         env={"MINITRANS_BACKEND": "tpu"}, id="environment-unknown-backend"),
     cli(lambda f: ["gradcheck"], "MINITRANS_DTYPE", "'float16'", "'float32'",
         env={"MINITRANS_DTYPE": "float16"}, id="environment-unknown-dtype"),
+    # issue 15, exploring a trained model
+    cli(lambda f: ["generate", "--checkpoint", f.checkpoint(), "12"], "--checkpoint",
+        "encoder-decoder", "minitrans translate", id="generate-encoder-decoder-checkpoint"),
+    cli(lambda f: ["generate", "--checkpoint", f.checkpoint(), "--top-p", "0", "12"], "--top-p",
+        "(0, 1]", "0", id="generate-top-p-0"),
+    cli(lambda f: ["generate", "--checkpoint", f.checkpoint(), "--temperature", "0", "12"],
+        "--temperature", "positive number", "0", id="generate-temperature-0"),
+    cli(lambda f: ["attention", "--checkpoint", f.checkpoint(), "12", "--out",
+                   f.folder / "missing" / "attn.png"], "--out", "missing", "does not exist",
+        id="attention-out-in-a-missing-folder"),
+    cli(lambda f: ["attention", "--checkpoint", f.checkpoint(), "12", "--layer", "5"], "--layer",
+        "[0, 0]", "5", id="attention-layer-too-deep"),
 ]
 
 

@@ -1,5 +1,6 @@
 """The ``minitrans`` command: the gradient-check report and its errors."""
 
+import argparse
 import subprocess
 import sys
 import warnings
@@ -88,3 +89,90 @@ def test_the_command_hides_only_openblas_groundless_matmul_warning(monkeypatch):
         assert main(["gradcheck"]) == 0
         assert warnings.filters == filters_before
     assert [str(warning.message) for warning in shown] == ["overflow encountered in matmul"]
+
+
+# ------------------------------------------------------------ --help, --version
+
+
+def every_parser():
+    """(name, parser) of the top parser and every subcommand's."""
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [("minitrans", parser), *commands.choices.items()]
+
+
+@pytest.mark.parametrize("name, parser", every_parser(), ids=[name for name, _ in every_parser()])
+def test_every_flag_says_what_it_means_and_its_default(name, parser):
+    """The old parsers left many flags without help (train's --steps,
+    --d-model..., translate's --checkpoint, --device) and none of train's
+    per-task defaults was shown."""
+    from minitrans.training.experiment import TASK_DEFAULTS
+
+    for action in parser._actions:
+        if action.help == argparse.SUPPRESS or isinstance(action, argparse._SubParsersAction):
+            continue
+        flag = "/".join(action.option_strings) or action.dest
+        assert action.help, f"{name} {flag}: no help"
+        if action.option_strings and action.dest not in ("help", "version"):
+            wanted = "required" if action.required else "default"
+            assert wanted in action.help, f"{name} {flag}: {action.help!r} does not say {wanted}"
+        if action.default not in (None, False, argparse.SUPPRESS):
+            assert f"default {action.default}" in action.help, f"{name} {flag}: {action.help!r}"
+        per_task = {task: {**sections["model"], **sections["train"]}.get(action.dest)
+                    for task, sections in TASK_DEFAULTS.items()}  # train: a default per task
+        if name != "train" or None in per_task.values():
+            continue
+        if len(set(per_task.values())) == 1:  # the same for every task: said once
+            assert f"(default: {per_task['copy']})" in action.help, f"{flag}: {action.help!r}"
+        for task, value in per_task.items():
+            assert f"{task} {value}" in action.help or len(set(per_task.values())) == 1, flag
+
+
+def test_help_shows_per_task_defaults_and_no_backticks():
+    """The old description was the module docstring's first line, with its
+    reStructuredText ``minitrans``."""
+    result = run("train", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())  # the formatter wraps lines
+    assert "training steps (default: copy 2000, reverse 3000, translate 3000, lm 4000)" in text
+    top = run("--help")
+    assert "``" not in top.stdout and "generate" in top.stdout and "attention" in top.stdout
+
+
+def test_version():
+    """There was no --version."""
+    import minitrans
+
+    result = run("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"minitrans {minitrans.__version__}"
+
+
+# ------------------------------------------------------------ progress
+
+
+def test_without_a_terminal_no_bar_but_a_training_line_per_evaluation(tmp_path):
+    """Standard error to a file (not a terminal): the old command drew tqdm's
+    bar there anyway, a carriage-return line per update."""
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        result = subprocess.run(
+            [sys.executable, "-m", "minitrans", "train", "copy", "--steps", "4", "--eval-every",
+             "2", "--out", str(tmp_path / "run"), "--d-model", "16", "--heads", "2", "--layers",
+             "1", "--d-ff", "32"], stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=300)
+    assert result.returncode == 0
+    assert b"\r" not in (tmp_path / "stderr.txt").read_bytes()  # text mode would hide it
+    lines = result.stdout.splitlines()
+    for step in (2, 4):
+        training = next(i for i, line in enumerate(lines) if line.startswith(f"step {step}: train"))
+        assert lines[training].endswith("tok/s") and ", lr " in lines[training]
+        assert lines[training + 1].startswith(f"step {step}: held-out loss")
+
+
+def test_a_training_line_sums_up_its_interval():
+    from minitrans.training.progress import TrainingLine
+
+    interval = TrainingLine()
+    interval.add(2.0, 100, 0.5)
+    interval.add(1.0, 300, 0.5)
+    assert interval.line(2, 1e-3) == "step 2: training loss 1.5000, lr 1.00e-03, 400 tok/s"
+    interval.add(0.5, 10, 1.0)
+    assert interval.line(3, 1e-3).startswith("step 3: training loss 0.5000")

@@ -45,8 +45,10 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def _fill_text(self, text, width, indent):
         fill = super()._fill_text
-        return "\n\n".join(paragraph if paragraph.startswith(" ") else fill(paragraph, width, indent)
-                             for paragraph in text.split("\n\n"))
+        return "\n\n".join(
+            paragraph if paragraph.startswith(" ") else fill(paragraph, width, indent)
+            for paragraph in text.split("\n\n")
+        )
 
 
 def add_device(parser):

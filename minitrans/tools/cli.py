@@ -17,7 +17,7 @@ import os
 import sys
 import warnings
 
-from minitrans import __version__
+import minitrans
 from minitrans.core import backend
 from minitrans.tools import arguments, explore_commands, model_commands, train_command
 
@@ -39,7 +39,7 @@ class _UsageError(Exception):
 def build_parser():
     parser = _Parser(prog="minitrans", description=DESCRIPTION,
                      formatter_class=arguments.HelpFormatter)
-    parser.add_argument("--version", action="version", version=f"minitrans {__version__}",
+    parser.add_argument("--version", action="version", version=f"minitrans {minitrans.__version__}",
                         help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train_command.add_parser(commands)

@@ -157,7 +157,8 @@ def attention(args):
     model, task = experiment.load_trained(args.checkpoint)
     if args.layer is not None and args.layer >= model.config.N:
         raise ValueError(
-            f"--layer: the model has {model.config.N} layers, counted from 0, " f"got {args.layer}"
+            f"--layer: expected an integer in [0, {model.config.N - 1}] (the model "
+            f"has N={model.config.N} layers), got {args.layer}"
         )
     layers = range(model.config.N) if args.layer is None else [args.layer]
     panels, output = attention_maps.decode_and_attend(model, task, args.text)
