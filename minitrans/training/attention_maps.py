@@ -55,8 +55,8 @@ def decode_and_attend(model, task, text):
     with evaluating(model):
         if task.kind == "lm":
             prompt = backend.to_device(pad([[BOS_ID] + ids]))  # (1, 1 + T_prompt)
-            room = model.config.max_len - len(ids)  # positions left after <bos> + prompt
-            tokens, maps = decoding.generate_with_attention(model, prompt, max(room, 1))
+            room = model.config.max_len - len(ids)  # >= 1 (check_fits): positions left
+            tokens, maps = decoding.generate_with_attention(model, prompt, room)
         else:
             src = backend.to_device(pad([ids]))  # a batch of one: (1, T_src)
             max_len = min(2 * len(ids) + 10, model.config.max_len - 1)
