@@ -1,6 +1,12 @@
-"""``minitrans train``: train a model on a built-in task or a TSV corpus."""
+"""``minitrans train``: train a model on a built-in task or a TSV corpus.
+
+A run never overwrites another: a new run goes into a folder without a
+checkpoint (``training.run_folder``), a resumed one refuses flags that would
+make it another run (``tools.resume_flags``), and Ctrl-C saves first.
+"""
 
 import os
+import sys
 
 from minitrans.tools import arguments
 
@@ -10,9 +16,7 @@ def add_parser(commands):
     train.add_argument("task", choices=["copy", "reverse", "translate", "lm"])
     train.add_argument("--data", help="training pairs, one 'source<TAB>target' per line (UTF-8)")
     train.add_argument("--valid", help="held-out pairs (default: a fixed slice of --data)")
-    train.add_argument(
-        "--level", choices=["word", "char"], default="word", help="tokens of --data (default word)"
-    )
+    train.add_argument("--level", choices=["word", "char"], help="tokens of --data (default word)")
     train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     train.add_argument("--steps", type=arguments.positive_int)
     train.add_argument("--batch-size", type=arguments.positive_int)
@@ -22,7 +26,9 @@ def add_parser(commands):
     train.add_argument(
         "--target", type=float, dest="target_exact_match", help="stop at this exact match (0-1)"
     )
-    train.add_argument("--seed", type=arguments.non_negative_int, default=0)
+    train.add_argument(
+        "--seed", type=arguments.non_negative_int, help="seed (default 0)"
+    )
     train.add_argument(
         "--workers",
         type=arguments.positive_int,
@@ -35,20 +41,31 @@ def add_parser(commands):
     train.add_argument("--dropout", type=arguments.probability)
     train.add_argument("--tie-embeddings", action="store_true", default=None)
     train.add_argument("--pre-norm", action="store_true", default=None)
-    train.add_argument("--out", help="folder for the checkpoint and plots (default runs/TASK)")
-    train.add_argument("--resume", metavar="CHECKPOINT", help="continue a run from its checkpoint")
+    train.add_argument(
+        "--out",
+        help="folder for the checkpoint and plots (default runs/TASK, or runs/NAME for "
+        "--data NAME.tsv; if that holds a checkpoint, the next free runs/TASK-2, -3, ...)",
+    )
+    train.add_argument(
+        "--resume",
+        metavar="CHECKPOINT",
+        help="continue a run from its checkpoint, writing into --out (default: its folder)",
+    )
+    train.add_argument(
+        "--force", action="store_true", help="replace the checkpoint of an earlier run in --out"
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args):
-    from minitrans.training import evaluation, experiment
+    from minitrans.training import evaluation, experiment, interrupt
 
     arguments.use_device(args)
     progress = not args.no_progress
     if args.resume:
-        trainer = experiment.resume_trainer(args.resume, steps=args.steps, progress=progress)
+        trainer = resume(args, progress)
     else:
-        out = args.out or os.path.join("runs", args.task)
+        out = folder_of_new_run(args)
         schedule = (
             "steps",
             "batch_size",
@@ -78,7 +95,12 @@ def run(args):
         f"{len(task.train)} training and {len(task.valid)} held-out pairs"
     )
     print(f"model: {model.num_parameters():,} parameters, {model.config}")
-    result = trainer.fit()
+    try:
+        result = trainer.fit()
+    except interrupt.TrainingInterrupted as stop:
+        print(f"interrupted at step {stop.step}; saved {stop.checkpoint}; resume with "
+              f"minitrans train {args.task} --resume {stop.checkpoint}", file=sys.stderr)
+        return 130
     figures = trainer.save_plots()
     print(
         f"held-out exact match {result['exact_match']:.1%} on {result['pairs']} pairs "
@@ -94,3 +116,39 @@ def run(args):
         + (f"; plots: {', '.join(figures)}" if figures else "")
     )
     return 0
+
+
+def folder_of_new_run(args):
+    """--out, refused if it holds an earlier run's checkpoint (unless
+    --force) or a trainer works there; without --out the default folder, or
+    the next free numbered one, said in the first line of output."""
+    from minitrans.training import run_folder
+
+    if args.out is not None:
+        run_folder.check_new_run(args.out, args.force)
+        return args.out
+    default = run_folder.default_folder(args.task, args.data)
+    if args.force:
+        run_folder.check_new_run(default, force=True)
+        return default
+    out = run_folder.free_folder(default)
+    if out != default:
+        print(f"{default} holds another run; this one writes into {out}")
+    return out
+
+
+def resume(args, progress):
+    """The trainer of --resume: flags that would make it another run
+    refused, the changed ones reported, written into --out (default: the
+    checkpoint's folder)."""
+    from minitrans.tools import resume_flags
+    from minitrans.training import experiment, run_folder
+
+    saved = experiment.read_run(args.resume)
+    resume_flags.check_unchanged(args, saved)
+    changed = resume_flags.changes(args, saved)
+    resume_flags.check_steps(args, saved, changed)
+    out = args.out if args.out is not None else (os.path.dirname(args.resume) or ".")
+    run_folder.check_resume_into(out, args.resume, args.force)
+    print(resume_flags.describe(saved, changed) + (f"; writing into {out}" if args.out else ""))
+    return experiment.resume_from(saved, out, changed, progress=progress)
