@@ -18,6 +18,7 @@ import math
 import os
 import pathlib
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -456,6 +457,9 @@ CATALOGUE = [
     case(lambda f: load_checkpoint(f.checkpoint("extra.npz", extra_member)),
          CheckpointError, "extra.npz", "'notes.npy'", "not a checkpoint entry",
          id="checkpoint-unknown-member"),
+    # issue 15, runs never overwrite
+    case(lambda f: experiment.resume_from(experiment.read_run(f.checkpoint()), changes={"seed": 3}),
+         ValueError, "seed", "cannot change", id="resume-change-seed"),
 ]
 
 
@@ -580,6 +584,16 @@ CLI_CATALOGUE = [
         env={"MINITRANS_BACKEND": "tpu"}, id="environment-unknown-backend"),
     cli(lambda f: ["gradcheck"], "MINITRANS_DTYPE", "'float16'", "'float32'",
         env={"MINITRANS_DTYPE": "float16"}, id="environment-unknown-dtype"),
+    # issue 15, runs never overwrite
+    cli(lambda f: train(f, "copy", "--resume", f.checkpoint(), "--steps", "2", "--d-model", "32"),
+        "--d-model 32", "checkpoint: 16", id="resume-another-size"),
+    cli(lambda f: train(f, "copy", "--resume", f.checkpoint()), "step 1", "--steps 1",
+        "nothing to train", id="resume-steps-not-above"),
+    cli(lambda f: train(f, "copy", "--out", f.checkpoint("old/checkpoint.npz").parent),
+        "--out", "--resume", "--force", id="out-holds-a-checkpoint"),
+    cli(lambda f: train(f, "copy", "--out", f.write("busy/.lock", json.dumps(
+        {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"})).parent),
+        "in use by another trainer", f"pid {os.getpid()}", id="out-in-use"),
 ]
 
 

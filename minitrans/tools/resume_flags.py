@@ -46,8 +46,10 @@ def check_unchanged(args, saved):
             shown = "" if isinstance(given, bool) else f" {given}"
             offending.append(f"{flag}{shown} (checkpoint: {saved_value(saved, where, field)})")
     if offending:
-        raise ValueError(f"--resume {saved.path}: these cannot change when a run is resumed: "
-                         f"{', '.join(offending)}; drop them, or start a new run without --resume")
+        raise ValueError(
+            f"--resume {saved.path}: these cannot change when a run is resumed: "
+            f"{', '.join(offending)}; drop them, or start a new run without --resume"
+        )
 
 
 def changes(args, saved):
@@ -67,10 +69,14 @@ def check_steps(args, saved, changed):
     if steps > saved.step:
         return
     if args.steps is not None:
-        raise ValueError(f"the checkpoint is at step {saved.step}; --steps {args.steps} is not "
-                         f"above it: nothing to train")
-    raise ValueError(f"the checkpoint is at step {saved.step}, the end of its run (steps "
-                     f"{steps}): give --steps above {saved.step} to train on")
+        raise ValueError(
+            f"the checkpoint is at step {saved.step}; --steps {args.steps} is not "
+            f"above it: nothing to train"
+        )
+    raise ValueError(
+        f"the checkpoint is at step {saved.step}, the end of its run (steps "
+        f"{steps}): give --steps above {saved.step} to train on"
+    )
 
 
 def describe(saved, changed):
@@ -78,8 +84,11 @@ def describe(saved, changed):
     line = f"resuming at step {saved.step} of {saved.path}"
     if not changed:
         return line + "; nothing changed"
-    shown = ", ".join(f"{field} {getattr(saved.train_config, field)} -> {value}"
-                      for field, value in changed.items())
-    note = (" (batches from here on differ from the original run's)"
-            if "batch_size" in changed else "")
+    shown = ", ".join(
+        f"{field} {getattr(saved.train_config, field)} -> {value}"
+        for field, value in changed.items()
+    )
+    note = (
+        " (batches from here on differ from the original run's)" if "batch_size" in changed else ""
+    )
     return f"{line}; changed: {shown}{note}"

@@ -147,8 +147,9 @@ def resume(args, progress):
     saved = experiment.read_run(args.resume)
     resume_flags.check_unchanged(args, saved)
     changed = resume_flags.changes(args, saved)
-    resume_flags.check_steps(args, saved, changed)
     out = args.out if args.out is not None else (os.path.dirname(args.resume) or ".")
+    trainer = experiment.resume_from(saved, out, changed, progress=progress)  # checks the rest
+    resume_flags.check_steps(args, saved, changed)
     run_folder.check_resume_into(out, args.resume, args.force)
     print(resume_flags.describe(saved, changed) + (f"; writing into {out}" if args.out else ""))
-    return experiment.resume_from(saved, out, changed, progress=progress)
+    return trainer

@@ -43,6 +43,8 @@ def divergence(losses, window=WINDOW, factor=FACTOR):
     last = losses[-window:]
     recent = math.fsum(last) / len(last)
     if recent > factor * losses[0]:
-        return (f"the loss diverged: the mean of the last {len(last)} steps, {recent:.4g}, is more "
-                f"than {factor:g} times the loss of step 1, {losses[0]:.4g}")
+        return (
+            f"the loss diverged: the mean of the last {len(last)} steps, {recent:.4g}, is more "
+            f"than {factor:g} times the loss of step 1, {losses[0]:.4g}"
+        )
     return None

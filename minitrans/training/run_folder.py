@@ -54,8 +54,11 @@ def checkpoints_in(folder):
     files of an unfinished save do not count."""
     if not os.path.isdir(folder):
         return []
-    return sorted(os.path.join(folder, name) for name in os.listdir(folder)
-                  if name.endswith(".npz") and not name.startswith(TEMP_PREFIX))
+    return sorted(
+        os.path.join(folder, name)
+        for name in os.listdir(folder)
+        if name.endswith(".npz") and not name.startswith(TEMP_PREFIX)
+    )
 
 
 def free_folder(folder):
@@ -102,8 +105,10 @@ def check_not_in_use(folder):
 
 
 def refusal(folder, found):
-    return (f"--out {folder}: holds the checkpoint {found} of an earlier run; continue it "
-            f"with --resume {found}, choose another --out, or add --force to replace it")
+    return (
+        f"--out {folder}: holds the checkpoint {found} of an earlier run; continue it "
+        f"with --resume {found}, choose another --out, or add --force to replace it"
+    )
 
 
 # ------------------------------------------------------------ the lock
@@ -121,8 +126,11 @@ def read_lock(path):
             holder = json.loads(handle.read(4096))
     except (OSError, ValueError):
         return None
-    if not (isinstance(holder, dict) and checks.is_int(holder.get("pid"), low=1)
-            and isinstance(holder.get("host"), str)):
+    if not (
+        isinstance(holder, dict)
+        and checks.is_int(holder.get("pid"), low=1)
+        and isinstance(holder.get("host"), str)
+    ):
         return None
     return holder
 
@@ -187,8 +195,11 @@ class RunLock:
 
     def __enter__(self):
         os.makedirs(self.folder, exist_ok=True)
-        record = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
         for _ in range(3):  # a stale lock removed, then try again
             try:
                 descriptor = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -196,9 +207,11 @@ class RunLock:
                 holder = read_lock(self.path)
                 reason = is_stale(self.path, holder)
                 if reason is None:
-                    raise FolderInUseError(in_use_message(
-                        self.folder, holder or {"pid": "?", "host": "?", "started": "just now"}
-                    )) from None
+                    raise FolderInUseError(
+                        in_use_message(
+                            self.folder, holder or {"pid": "?", "host": "?", "started": "just now"}
+                        )
+                    ) from None
                 self.log(f"removed the stale lock {self.path} ({reason})")
                 try:
                     os.remove(self.path)
