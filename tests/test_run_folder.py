@@ -166,11 +166,11 @@ def test_ctrl_c_saves_the_last_completed_step_and_restores_the_handler(tmp_path)
 
 
 def test_the_divergence_rule():
-    assert divergence([3.0]) is None
-    assert divergence([3.0, 2.9, 2.5] + [0.5] * 40) is None  # learning
-    assert divergence([3.0] * 9 + [30.0]) is None  # one bad batch: a mean of 5.7, not above 12
-    assert divergence([3.0, 22.0]) is not None  # thrown off by the first update
-    message = divergence([3.0] * 20 + [1e15])  # finite, but far off
+    assert divergence([], 3.0) is None  # step 1: nothing to compare with
+    assert divergence([3.0, 2.9, 2.5] + [0.5] * 40, 0.5) is None  # learning
+    assert divergence([3.0] * 9, 30.0) is None  # one bad batch: a mean of 5.7, not above 12
+    assert divergence([3.0], 22.0) is not None  # thrown off by the first update
+    message = divergence([3.0] * 20, 1e15)  # finite, but far off
     assert "diverged" in message and "1e+14" in message and "3" in message
 
 

@@ -35,16 +35,18 @@ WINDOW = 10
 FACTOR = 4.0
 
 
-def divergence(losses, window=WINDOW, factor=FACTOR):
-    """Why the run whose losses so far are ``losses`` (step 1 first) has
-    diverged, as a phrase, or None while it has not."""
-    if len(losses) < 2 or not losses[0] > 0:
+def divergence(earlier, loss, window=WINDOW, factor=FACTOR):
+    """Why the run has diverged, as a phrase, or None while it has not.
+
+    Inputs: ``earlier``, the losses of the steps so far (step 1 first);
+    ``loss``, the loss of the step under way."""
+    if not earlier or not earlier[0] > 0:
         return None
-    last = losses[-window:]
+    last = earlier[-(window - 1) :] + [loss]
     recent = math.fsum(last) / len(last)
-    if recent > factor * losses[0]:
+    if recent > factor * earlier[0]:
         return (
             f"the loss diverged: the mean of the last {len(last)} steps, {recent:.4g}, is more "
-            f"than {factor:g} times the loss of step 1, {losses[0]:.4g}"
+            f"than {factor:g} times the loss of step 1, {earlier[0]:.4g}"
         )
     return None

@@ -130,7 +130,7 @@ class Trainer:
                 f"step {step}: the loss ({loss}) or the gradient norm ({norm}) is not finite; "
                 f"training stopped, the last good checkpoint is {self._last_good()}"
             )
-        diverged = divergence(self.history["loss"] + [loss])
+        diverged = divergence(self.history["loss"], loss)
         if diverged:  # stop before this step's update, and before any save
             raise TrainingError(f"step {step}: {diverged}; training stopped, the last good "
                                 f"checkpoint is {self._last_good()}")
@@ -156,9 +156,9 @@ class Trainer:
             self.config = dataclasses.replace(self.config, steps=steps)
         if self.step >= self.config.steps:  # nothing left to train: report where it stands
             return self.evaluate()
-        with run_folder.RunLock(self.config.out_dir, self.log), \
-                interrupt.deferred_sigint() as sigint:
-            return self._train(sigint)
+        with run_folder.RunLock(self.config.out_dir, self.log):
+            with interrupt.deferred_sigint() as sigint:
+                return self._train(sigint)
 
     def _train(self, sigint):
         """The loop of ``fit``, with the folder locked and Ctrl-C deferred to
