@@ -49,7 +49,8 @@ def add_parser(commands):
     train.add_argument(
         "--resume",
         metavar="CHECKPOINT",
-        help="continue a run from its checkpoint, writing into --out (default: its folder)",
+        help="continue a run from its checkpoint (its task, data, sizes, seed and warmup stay), "
+        "writing into --out (default: its folder)",
     )
     train.add_argument(
         "--force", action="store_true", help="replace the checkpoint of an earlier run in --out"
