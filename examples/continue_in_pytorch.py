@@ -60,6 +60,8 @@ def main():
     )
     parser.add_argument("--out", help="write the result as a minitrans checkpoint here")
     args = parser.parse_args()
+    if args.out and os.path.exists(args.out):  # never overwrite a checkpoint
+        parser.error(f"--out {args.out}: exists; choose another file")
     rank, world, device = start_processes()
 
     trainer = experiment.resume_trainer(args.checkpoint, progress=False, log=lambda *_: None)

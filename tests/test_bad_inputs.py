@@ -18,6 +18,7 @@ import math
 import os
 import pathlib
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -461,6 +462,9 @@ CATALOGUE = [
          ValueError, "text", "empty", id="attention-empty-sentence"),
     case(lambda f: evaluation.attention_for(*experiment.load_trained(f.checkpoint()), "1" * 100),
          ValueError, "text", "100 tokens", "64 positions", id="attention-text-too-long"),
+    # issue 15, runs never overwrite
+    case(lambda f: experiment.resume_from(experiment.read_run(f.checkpoint()), changes={"seed": 3}),
+         ValueError, "seed", "cannot change", id="resume-change-seed"),
 ]
 
 
@@ -597,6 +601,16 @@ CLI_CATALOGUE = [
         id="attention-out-in-a-missing-folder"),
     cli(lambda f: ["attention", "--checkpoint", f.checkpoint(), "12", "--layer", "5"], "--layer",
         "[0, 0]", "5", id="attention-layer-too-deep"),
+    # issue 15, runs never overwrite
+    cli(lambda f: train(f, "copy", "--resume", f.checkpoint(), "--steps", "2", "--d-model", "32"),
+        "--d-model 32", "checkpoint: 16", id="resume-another-size"),
+    cli(lambda f: train(f, "copy", "--resume", f.checkpoint()), "step 1", "--steps 1",
+        "nothing to train", id="resume-steps-not-above"),
+    cli(lambda f: train(f, "copy", "--out", f.checkpoint("old/checkpoint.npz").parent),
+        "--out", "--resume", "--force", id="out-holds-a-checkpoint"),
+    cli(lambda f: train(f, "copy", "--out", f.write("busy/.lock", json.dumps(
+        {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"})).parent),
+        "in use by another trainer", f"pid {os.getpid()}", id="out-in-use"),
 ]
 
 

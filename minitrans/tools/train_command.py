@@ -1,4 +1,9 @@
-"""``minitrans train``: train a model on a built-in task or a TSV corpus."""
+"""``minitrans train``: train a model on a built-in task or a TSV corpus.
+
+A run never overwrites another: a new run goes into a folder without a
+checkpoint (``training.run_folder``), a resumed one refuses flags that would
+make it another run (``tools.resume_flags``), and Ctrl-C saves first.
+"""
 
 import dataclasses
 import os
@@ -46,7 +51,7 @@ def add_parser(commands):
                        "(default: the task's own generated data)")
     train.add_argument("--valid", help="held-out pairs (default: a fixed slice of --data)")
     train.add_argument(
-        "--level", choices=["word", "char"], default="word", help="tokens of --data (default word)"
+        "--level", choices=["word", "char"], help="tokens of --data (default word)"
     )
     arguments.add_device(train)
     flag("--steps", "steps", "training steps", type=arguments.positive_int)
@@ -58,7 +63,7 @@ def add_parser(commands):
          type=arguments.positive_int)
     flag("--target", "target_exact_match", "stop once held-out exact match reaches this (0-1)",
          type=float, dest="target_exact_match")
-    train.add_argument("--seed", type=arguments.non_negative_int, default=0,
+    train.add_argument("--seed", type=arguments.non_negative_int,
                        help="seed of the data, the weights and every step's batch (default 0)")
     train.add_argument(
         "--workers",
@@ -77,22 +82,33 @@ def add_parser(commands):
          "the output projection", action="store_true", default=None)
     flag("--pre-norm", "pre_norm", "LayerNorm before each sub-layer instead of after",
          action="store_true", default=None)
-    train.add_argument("--out", help="folder for the checkpoint and plots (default runs/TASK)")
-    train.add_argument("--resume", metavar="CHECKPOINT",
-                       help="continue a run from its checkpoint (default: start a new run)")
+    train.add_argument(
+        "--out",
+        help="folder for the checkpoint and plots (default runs/TASK, or runs/NAME for "
+        "--data NAME.tsv; if that holds a checkpoint, the next free runs/TASK-2, -3, ...)",
+    )
+    train.add_argument(
+        "--resume",
+        metavar="CHECKPOINT",
+        help="continue a run from its checkpoint (its task, data, sizes, seed and warmup stay), "
+        "writing into --out (default: its folder)",
+    )
+    train.add_argument(
+        "--force", action="store_true", help="replace the checkpoint of an earlier run in --out"
+    )
     train.add_argument("--no-progress", action="store_true",
                        help="no progress bar, even on a terminal (default: a bar on a terminal)")
 
 
 def run(args):
-    from minitrans.training import evaluation, experiment
+    from minitrans.training import evaluation, experiment, interrupt
 
     arguments.use_device(args)
     progress = not args.no_progress and sys.stderr.isatty()  # a bar floods a log file
     if args.resume:
-        trainer = experiment.resume_trainer(args.resume, steps=args.steps, progress=progress)
+        trainer = resume(args, progress)
     else:
-        out = args.out or os.path.join("runs", args.task)
+        out = folder_of_new_run(args)
         schedule = (
             "steps",
             "batch_size",
@@ -122,7 +138,12 @@ def run(args):
         f"{len(task.train)} training and {len(task.valid)} held-out pairs"
     )
     print(f"model: {model.num_parameters():,} parameters, {model.config}")
-    result = trainer.fit()
+    try:
+        result = trainer.fit()
+    except interrupt.TrainingInterrupted as stop:
+        print(f"interrupted at step {stop.step}; saved {stop.checkpoint}; resume with "
+              f"minitrans train {args.task} --resume {stop.checkpoint}", file=sys.stderr)
+        return 130
     figures = trainer.save_plots()
     print(
         f"held-out exact match {result['exact_match']:.1%} on {result['pairs']} pairs "
@@ -138,3 +159,40 @@ def run(args):
         + (f"; plots: {', '.join(figures)}" if figures else "")
     )
     return 0
+
+
+def folder_of_new_run(args):
+    """--out, refused if it holds an earlier run's checkpoint (unless
+    --force) or a trainer works there; without --out the default folder, or
+    the next free numbered one, said in the first line of output."""
+    from minitrans.training import run_folder
+
+    if args.out is not None:
+        run_folder.check_new_run(args.out, args.force)
+        return args.out
+    default = run_folder.default_folder(args.task, args.data)
+    if args.force:
+        run_folder.check_new_run(default, force=True)
+        return default
+    out = run_folder.free_folder(default)
+    if out != default:
+        print(f"{default} holds another run; this one writes into {out}")
+    return out
+
+
+def resume(args, progress):
+    """The trainer of --resume: flags that would make it another run
+    refused, the changed ones reported, written into --out (default: the
+    checkpoint's folder)."""
+    from minitrans.tools import resume_flags
+    from minitrans.training import experiment, run_folder
+
+    saved = experiment.read_run(args.resume)
+    resume_flags.check_unchanged(args, saved)
+    changed = resume_flags.changes(args, saved)
+    out = args.out if args.out is not None else (os.path.dirname(args.resume) or ".")
+    trainer = experiment.resume_from(saved, out, changed, progress=progress)  # checks the rest
+    resume_flags.check_steps(args, saved, changed)
+    run_folder.check_resume_into(out, args.resume, args.force)
+    print(resume_flags.describe(saved, changed) + (f"; writing into {out}" if args.out else ""))
+    return trainer

@@ -2,6 +2,7 @@
 loading a trained model back for translation and evaluation."""
 
 import dataclasses
+import os
 
 from minitrans.core import backend
 from minitrans.data import Tokenizer, Vocab
@@ -75,9 +76,30 @@ def new_trainer(train_config, model_overrides=None, **trainer_options):
     return Trainer(model, task, train_config, **trainer_options)
 
 
-def resume_trainer(path, steps=None, **trainer_options):
-    """A trainer restored from a checkpoint, ready to continue ``fit()``;
-    ``steps`` raises the total number of steps."""
+# What may change when a run is resumed: how long and how it trains on.
+# Everything else (the task, its data, the sizes, the seed, the warm-up)
+# defines the run and stays as the checkpoint says.
+RESUMABLE = ("steps", "batch_size", "lr_factor", "eval_every", "target_exact_match", "workers")
+
+
+@dataclasses.dataclass
+class SavedRun:
+    """A checkpoint read and checked: its arrays, records and configs."""
+
+    path: str
+    arrays: dict
+    records: dict
+    train_config: TrainConfig
+    model_config: ModelConfig
+
+    @property
+    def step(self):
+        return self.records["step"]
+
+
+def read_run(path):
+    """The checkpoint at ``path`` as a SavedRun, every record checked before
+    anything of the sizes it names is built."""
     arrays, records = checkpoint.load_checkpoint(path)
     checkpoint.require(
         path,
@@ -89,14 +111,37 @@ def resume_trainer(path, steps=None, **trainer_options):
     with checkpoint.reading(path):
         train_config = TrainConfig(**records["train_config"])
         config = ModelConfig.from_dict(records["model_config"])
-    if steps is not None:
-        train_config = dataclasses.replace(train_config, steps=steps)
+    return SavedRun(str(path), arrays, records, train_config, config)
+
+
+def resume_from(saved, out_dir=None, changes=None, **trainer_options):
+    """A trainer restored from ``saved`` (a SavedRun), ready to continue
+    ``fit()``, writing into ``out_dir`` (default: the folder of the
+    checkpoint, never the folder recorded in it). ``changes`` maps fields of
+    RESUMABLE to new values; changing ``batch_size`` changes the batches from
+    here on (each epoch's order is cut into batches of the new size)."""
+    changes = dict(changes or {})
+    fixed = sorted(set(changes) - set(RESUMABLE))
+    if fixed:
+        raise ValueError(f"{', '.join(fixed)}: cannot change when a run is resumed "
+                         f"(only {', '.join(RESUMABLE)} can)")
+    if out_dir is None:
+        out_dir = os.path.dirname(saved.path) or "."
+    train_config = dataclasses.replace(saved.train_config, out_dir=str(out_dir), **changes)
     task = build_task(train_config)
-    trainer = Trainer(build_model(config, train_config.seed), task, train_config, **trainer_options)
-    with checkpoint.reading(path):
-        trainer.restore(path, arrays, records)
-    trainer.checkpoint_path = str(path)
+    model = build_model(saved.model_config, train_config.seed)
+    trainer = Trainer(model, task, train_config, **trainer_options)
+    with checkpoint.reading(saved.path):
+        trainer.restore(saved.path, saved.arrays, saved.records)
+    trainer.last_good = saved.path
     return trainer
+
+
+def resume_trainer(path, steps=None, out_dir=None, **trainer_options):
+    """A trainer restored from the checkpoint at ``path`` (``resume_from``);
+    ``steps`` raises the total number of steps."""
+    changes = {} if steps is None else {"steps": steps}
+    return resume_from(read_run(path), out_dir, changes, **trainer_options)
 
 
 def load_trained(path):

@@ -5,7 +5,14 @@ the CPU each half of the batch on a thread of its own: ``minitrans.parallel``),
 clip the global gradient norm, stop if anything is not finite, update with
 Adam at the scheduled learning rate. Every ``eval_every`` steps: held-out
 loss, token accuracy and exact match (greedy decoding), a checkpoint, and an
-early stop once exact match reaches the target.
+early stop once exact match reaches the target. A loss far above its level
+at step 1, although finite, stops the run too (``training.divergence``).
+
+While ``fit`` runs it holds the lock of its folder (``training.run_folder``:
+a second trainer there is refused), and Ctrl-C saves the checkpoint of the
+last completed step before stopping (``training.interrupt``). The trainer
+writes where its config's ``out_dir`` says; refusing a folder that holds
+another run's checkpoint is the command line's policy.
 
 Everything random in a step (which examples, which dropout masks) is derived
 from (seed, step), so a run resumed from a checkpoint repeats exactly the
@@ -21,14 +28,16 @@ from minitrans.core import backend, checks
 from minitrans.data import Tokenizer
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.training import checkpoint, evaluation, trainer_state
+from minitrans.training import checkpoint, evaluation, interrupt, run_folder, trainer_state
+from minitrans.training.divergence import divergence
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 from minitrans.training.parallel import DataParallel
 from minitrans.training.progress import TrainingLine, progress_bar, through
 
 
 class TrainingError(RuntimeError):
-    """Training cannot go on (a loss or gradient that is not finite)."""
+    """Training cannot go on (a loss or gradient that is not finite, or a
+    diverged loss)."""
 
 
 @dataclasses.dataclass
@@ -80,6 +89,7 @@ class Trainer:
         self.history = {"step": [], "loss": [], "lr": [], "grad_norm": []}
         self.evaluations = []
         self.checkpoint_path = os.path.join(config.out_dir, "checkpoint.npz")
+        self.last_good = None  # the checkpoint this run last wrote or resumed from
 
     # ------------------------------------------------------------ one step
 
@@ -120,6 +130,10 @@ class Trainer:
                 f"step {step}: the loss ({loss}) or the gradient norm ({norm}) is not finite; "
                 f"training stopped, the last good checkpoint is {self._last_good()}"
             )
+        diverged = divergence(self.history["loss"], loss)
+        if diverged:  # stop before this step's update, and before any save
+            raise TrainingError(f"step {step}: {diverged}; training stopped, the last good "
+                                f"checkpoint is {self._last_good()}")
         lr = self.learning_rate(step)
         self.optimizer.step(lr)
         self.step = step
@@ -132,12 +146,24 @@ class Trainer:
     def fit(self, steps=None):
         """Train until ``steps`` (default: the config's) or the target exact
         match; returns the last evaluation (a dict). Calling it again with a
-        larger ``steps`` continues the same run."""
+        larger ``steps`` continues the same run.
+
+        Holds the lock of ``out_dir`` throughout (FolderInUseError if another
+        trainer holds it). Ctrl-C ends the step under way, saves the
+        checkpoint and raises ``interrupt.TrainingInterrupted`` (a
+        KeyboardInterrupt) naming it."""
         if steps is not None:
             self.config = dataclasses.replace(self.config, steps=steps)
         if self.step >= self.config.steps:  # nothing left to train: report where it stands
             return self.evaluate()
-        leftovers = checkpoint.remove_unfinished(self.checkpoint_path)
+        with run_folder.RunLock(self.config.out_dir, self.log):
+            with interrupt.deferred_sigint() as sigint:
+                return self._train(sigint)
+
+    def _train(self, sigint):
+        """The loop of ``fit``, with the folder locked and Ctrl-C deferred to
+        ``sigint.requested``."""
+        leftovers = checkpoint.remove_unfinished(self.checkpoint_path)  # no one else saves here
         if leftovers:
             self.log(
                 f"removed {len(leftovers)} unfinished checkpoint file(s) of an interrupted save: "
@@ -145,7 +171,8 @@ class Trainer:
             )
         bar = progress_bar(self.config.steps, self.step, self.progress)
         log = through(bar, self.log)
-        last, interval = None, TrainingLine()  # without a bar: a line per evaluation
+        last, saved = None, None
+        interval = TrainingLine()  # without a bar: a line per evaluation
         try:
             while self.step < self.config.steps:
                 start = time.perf_counter()
@@ -160,13 +187,17 @@ class Trainer:
                 if self.step % self.config.eval_every == 0 or self.step == self.config.steps:
                     if bar.disable:
                         log(interval.line(self.step, self.history["lr"][-1]))
-                    last = self.evaluate_and_save(log)
+                    last, saved = self.evaluate_and_save(log), self.step
                     if last["exact_match"] >= self.config.target_exact_match:
                         log(
                             f"step {self.step}: reached exact match "
                             f"{last['exact_match']:.1%}, stopping early"
                         )
                         break
+                if sigint.requested:  # Ctrl-C: the step is complete, save it and stop
+                    if saved != self.step:
+                        self.save(self.checkpoint_path)
+                    raise interrupt.TrainingInterrupted(self.step, self.checkpoint_path)
         finally:
             bar.close()
         return last
@@ -215,9 +246,7 @@ class Trainer:
         return None
 
     def _last_good(self):
-        return (
-            self.checkpoint_path if os.path.exists(self.checkpoint_path) else "(none written yet)"
-        )
+        return self.last_good or "(none written yet)"
 
     # ------------------------------------------------------------ checkpoints
 
@@ -225,6 +254,8 @@ class Trainer:
         """Parameters, Adam's moments and step, configs, vocabulary, history
         (``training.trainer_state``)."""
         trainer_state.save(self, path)
+        if os.path.abspath(path) == os.path.abspath(self.checkpoint_path):
+            self.last_good = path
 
     def restore(self, path, arrays, records):
         """Load what ``save`` wrote into this trainer (same model shapes)."""

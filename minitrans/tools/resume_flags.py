@@ -1,0 +1,94 @@
+"""``minitrans train --resume``: which flags may change a resumed run.
+
+A checkpoint is one run: its task, data, tokens, sizes, seed and warm-up
+made the weights it holds, and a flag that asks for others cannot be
+honoured by continuing it, so it is refused (all such flags named in one
+line, each with the checkpoint's value). How long and how it trains on
+(``experiment.RESUMABLE``) may change, and the change is reported.
+To tell which flags the user gave, every one of these flags has the
+default None in the parser.
+"""
+
+from minitrans.training import experiment
+
+# argparse destination -> (flag, where the checkpoint keeps it, field)
+FIXED = {
+    "data": ("--data", "train", "data"),
+    "valid": ("--valid", "train", "valid"),
+    "level": ("--level", "train", "level"),
+    "merges": ("--merges", "train", "merges"),
+    "d_model": ("--d-model", "model", "d_model"),
+    "h": ("--heads", "model", "h"),
+    "N": ("--layers", "model", "N"),
+    "d_ff": ("--d-ff", "model", "d_ff"),
+    "dropout": ("--dropout", "model", "dropout"),
+    "tie_embeddings": ("--tie-embeddings", "model", "tie_embeddings"),
+    "pre_norm": ("--pre-norm", "model", "pre_norm"),
+    "seed": ("--seed", "train", "seed"),
+    "warmup": ("--warmup", "train", "warmup"),
+}
+
+
+def saved_value(saved, where, field):
+    config = saved.train_config if where == "train" else saved.model_config
+    return getattr(config, field, None)
+
+
+def check_unchanged(args, saved):
+    """Refuse, in one line, every flag in ``args`` that asks ``saved`` (a
+    SavedRun) for another task, data or size than it has."""
+    offending = []
+    if args.task != saved.train_config.task:
+        offending.append(f"task {args.task} (checkpoint: {saved.train_config.task})")
+    for dest, (flag, where, field) in FIXED.items():
+        given = getattr(args, dest, None)  # None: not given (or no such flag in this version)
+        if given is not None and given != saved_value(saved, where, field):
+            shown = "" if isinstance(given, bool) else f" {given}"
+            offending.append(f"{flag}{shown} (checkpoint: {saved_value(saved, where, field)})")
+    if offending:
+        raise ValueError(
+            f"--resume {saved.path}: these cannot change when a run is resumed: "
+            f"{', '.join(offending)}; drop them, or start a new run without --resume"
+        )
+
+
+def changes(args, saved):
+    """The RESUMABLE fields that ``args`` gives other values than
+    ``saved``'s: {field: new value}."""
+    found = {}
+    for field in experiment.RESUMABLE:
+        given = getattr(args, field, None)
+        if given is not None and given != getattr(saved.train_config, field):
+            found[field] = given
+    return found
+
+
+def check_steps(args, saved, changed):
+    """Refuse a resumed run that would train no step."""
+    steps = changed.get("steps", saved.train_config.steps)
+    if steps > saved.step:
+        return
+    if args.steps is not None:
+        raise ValueError(
+            f"the checkpoint is at step {saved.step}; --steps {args.steps} is not "
+            f"above it: nothing to train"
+        )
+    raise ValueError(
+        f"the checkpoint is at step {saved.step}, the end of its run (steps "
+        f"{steps}): give --steps above {saved.step} to train on"
+    )
+
+
+def describe(saved, changed):
+    """One line: where the run resumes, and what changed."""
+    line = f"resuming at step {saved.step} of {saved.path}"
+    if not changed:
+        return line + "; nothing changed"
+    shown = ", ".join(
+        f"{field} {getattr(saved.train_config, field)} -> {value}"
+        for field, value in changed.items()
+    )
+    note = (
+        " (batches from here on differ from the original run's)" if "batch_size" in changed else ""
+    )
+    return f"{line}; changed: {shown}{note}"
