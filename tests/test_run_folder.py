@@ -148,7 +148,7 @@ def test_ctrl_c_saves_the_last_completed_step_and_restores_the_handler(tmp_path)
     before = signal.getsignal(signal.SIGINT)
 
     def log(message):  # Ctrl-C while step 3 is being evaluated
-        if message.startswith("step 3:"):
+        if message.startswith("step 3: held-out"):
             os.kill(os.getpid(), signal.SIGINT)
 
     trainer = _trainer(tmp_path, log=log, steps=100, eval_every=3)

@@ -94,7 +94,9 @@ def add_parser(commands):
         "writing into --out (default: its folder)",
     )
     train.add_argument(
-        "--force", action="store_true", help="replace the checkpoint of an earlier run in --out"
+        "--force", action="store_true",
+        help="replace the checkpoint of an earlier run in --out (default: refuse a folder "
+        "that holds one)"
     )
     train.add_argument("--no-progress", action="store_true",
                        help="no progress bar, even on a terminal (default: a bar on a terminal)")
