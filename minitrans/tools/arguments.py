@@ -30,6 +30,19 @@ positive_int = number(int, low=1)
 non_negative_int = number(int, low=0)
 probability = number(float, low=0, high=1, high_open=True)
 
+# Upper bounds of the train command's counts: far above any run of these
+# models (ten million steps is weeks of training on one machine), so a
+# value beyond them is a typo, refused at once rather than run for ever.
+MAX_STEPS = 10**7
+MAX_BATCH_SIZE = 2**16
+step_count = number(int, low=1, high=MAX_STEPS)
+batch_size = number(int, low=1, high=MAX_BATCH_SIZE)
+
+
+def size(limit):
+    """A model size from 1 to ``limit`` (ModelConfig's LIMITS)."""
+    return number(int, low=1, high=limit)
+
 
 def add_device(parser):
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu",

@@ -2,7 +2,9 @@
 
 import os
 
+from minitrans.model.config import LIMITS
 from minitrans.tools import arguments
+from minitrans.training.parallel import MAX_WORKERS
 
 
 def add_parser(commands):
@@ -14,24 +16,24 @@ def add_parser(commands):
         "--level", choices=["word", "char"], default="word", help="tokens of --data (default word)"
     )
     train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    train.add_argument("--steps", type=arguments.positive_int)
-    train.add_argument("--batch-size", type=arguments.positive_int)
-    train.add_argument("--warmup", type=arguments.positive_int)
+    train.add_argument("--steps", type=arguments.step_count)
+    train.add_argument("--batch-size", type=arguments.batch_size)
+    train.add_argument("--warmup", type=arguments.step_count)
     train.add_argument("--lr-factor", type=float)
-    train.add_argument("--eval-every", type=arguments.positive_int)
+    train.add_argument("--eval-every", type=arguments.step_count)
     train.add_argument(
         "--target", type=float, dest="target_exact_match", help="stop at this exact match (0-1)"
     )
     train.add_argument("--seed", type=arguments.non_negative_int, default=0)
     train.add_argument(
         "--workers",
-        type=arguments.positive_int,
+        type=arguments.size(MAX_WORKERS),
         help="threads, each training on a shard of every batch (default 2 on cpu, 1 on gpu)",
     )
-    train.add_argument("--d-model", type=arguments.positive_int)
-    train.add_argument("--heads", type=arguments.positive_int, dest="h")
-    train.add_argument("--layers", type=arguments.positive_int, dest="N")
-    train.add_argument("--d-ff", type=arguments.positive_int)
+    train.add_argument("--d-model", type=arguments.size(LIMITS["d_model"]))
+    train.add_argument("--heads", type=arguments.size(LIMITS["h"]), dest="h")
+    train.add_argument("--layers", type=arguments.size(LIMITS["N"]), dest="N")
+    train.add_argument("--d-ff", type=arguments.size(LIMITS["d_ff"]))
     train.add_argument("--dropout", type=arguments.probability)
     train.add_argument("--tie-embeddings", action="store_true", default=None)
     train.add_argument("--pre-norm", action="store_true", default=None)

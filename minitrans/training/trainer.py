@@ -23,7 +23,7 @@ from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training import checkpoint, evaluation, trainer_state
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
-from minitrans.training.parallel import DataParallel
+from minitrans.training.parallel import MAX_WORKERS, DataParallel
 from minitrans.training.progress import progress_bar, through
 
 
@@ -57,7 +57,9 @@ class TrainConfig:
         for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
             checks.check_positive_int(name, getattr(self, name))
         checks.check_int("seed", self.seed, low=0)
-        checks.check_int("workers", self.workers, low=1, allow_none=True)
+        # every worker needs an example of each batch
+        workers_limit = min(MAX_WORKERS, self.batch_size)
+        checks.check_int("workers", self.workers, low=1, high=workers_limit, allow_none=True)
         checks.check_choice("level", self.level, Tokenizer.LEVELS)
         checks.check_number("lr_factor", self.lr_factor, low=0, low_open=True)
         checks.check_probability("label_smoothing", self.label_smoothing)
