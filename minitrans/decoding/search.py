@@ -65,9 +65,10 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     """
     xp = backend.get_xp()
     checks.check_token_ids("src", src, ndim=2, nonempty=True)
-    # more beams than tokens would only add hypotheses of probability 0, and
-    # memory: every step scores B * beam_size * vocab_size candidates
-    checks.check_int("beam_size", beam_size, low=1, high=model.config.vocab_size)
+    checks.check_positive_int("beam_size", beam_size)
+    if beam_size > model.config.vocab_size:  # more beams would only hold probability 0
+        raise ValueError(f"beam_size: expected at most the vocabulary's size, "
+                         f"{model.config.vocab_size}, got {beam_size}")
     max_len = min(src.shape[1] + 50, model.config.max_len) if max_len is None else max_len
     _check_length("max_len", max_len, model)
     checks.check_number("length_penalty", length_penalty, low=0)

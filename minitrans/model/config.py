@@ -53,9 +53,12 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "h", "N", "d_ff", "max_len"):
-            checks.check_int(name, getattr(self, name), low=1, high=LIMITS[name])
-        checks.check_int("src_vocab_size", self.src_vocab_size, low=1,
-                         high=LIMITS["src_vocab_size"], allow_none=True)
+            checks.check_positive_int(name, getattr(self, name))
+        checks.check_int("src_vocab_size", self.src_vocab_size, low=1, allow_none=True)
+        for name, limit in LIMITS.items():
+            if (getattr(self, name) or 0) > limit:
+                raise ValueError(f"{name}: expected at most {limit} (ModelConfig's LIMITS), "
+                                 f"got {getattr(self, name)}")
         if self.d_model % self.h:
             raise ValueError(
                 f"h: d_model={self.d_model} must be divisible by the number of heads, "

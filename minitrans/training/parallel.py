@@ -81,7 +81,9 @@ class DataParallel:
 
     def __init__(self, model, loss_fn, workers=None, blas_threads=None):
         workers = default_workers() if workers is None else workers
-        checks.check_int("workers", workers, low=1, high=MAX_WORKERS)
+        checks.check_positive_int("workers", workers)
+        if workers > MAX_WORKERS:
+            raise ValueError(f"workers: expected at most {MAX_WORKERS}, got {workers}")
         blas_threads = max(1, usable_cores() // workers) if blas_threads is None else blas_threads
         checks.check_positive_int("blas_threads", blas_threads)
         if workers > 1 and backend.backend_name() == "cupy":

@@ -57,9 +57,11 @@ class TrainConfig:
         for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
             checks.check_positive_int(name, getattr(self, name))
         checks.check_int("seed", self.seed, low=0)
-        # every worker needs an example of each batch
-        workers_limit = min(MAX_WORKERS, self.batch_size)
-        checks.check_int("workers", self.workers, low=1, high=workers_limit, allow_none=True)
+        checks.check_int("workers", self.workers, low=1, allow_none=True)
+        limit = min(MAX_WORKERS, self.batch_size)  # every worker needs an example of each batch
+        if self.workers is not None and self.workers > limit:
+            raise ValueError(f"workers: expected at most {limit} (at most {MAX_WORKERS} and "
+                             f"batch_size={self.batch_size}), got {self.workers}")
         checks.check_choice("level", self.level, Tokenizer.LEVELS)
         checks.check_number("lr_factor", self.lr_factor, low=0, low_open=True)
         checks.check_probability("label_smoothing", self.label_smoothing)
