@@ -8,8 +8,10 @@ largest arrays only (on the copy task, d_model 256 to 1024, they came
 within 10% of the growth of the process's peak memory over two training
 steps). They are compared with the whole memory of the machine (a GPU's
 own memory on CuPy), not with what is free at the moment, so the same
-sizes give the same answer every time: what is refused cannot fit, and
-what is accepted near the limit may still not.
+sizes give the same answer every time: what is refused could not run
+(give or take those 10%, with nothing left for anything else), and what is
+accepted near the limit may still not. In a container whose memory is
+capped below the machine's, the cap is not seen.
 """
 
 import os
