@@ -13,6 +13,7 @@ To add a case, append a ``case(...)`` or ``cli(...)`` line with an id.
 """
 
 import functools
+import io
 import json
 import math
 import os
@@ -32,6 +33,7 @@ from minitrans import decoding
 from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
 from minitrans.data import DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
+from minitrans.data.tsv import read_regular_file
 from minitrans.data.tasks import load_task, task_from_tsv
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.embedding import Embedding
@@ -44,8 +46,10 @@ from minitrans.layers.positional import PositionalEncoding
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
+from minitrans.tools.text_input import input_lines
 from minitrans.training import evaluation, experiment
 from minitrans.training.checkpoint import CheckpointError, load_checkpoint, load_parameters
+from minitrans.training.parallel import DataParallel
 from minitrans.training.trainer import TrainConfig, TrainingError
 
 TINY = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.0}
@@ -465,7 +469,58 @@ CATALOGUE = [
     # issue 15, runs never overwrite
     case(lambda f: experiment.resume_from(experiment.read_run(f.checkpoint()), changes={"seed": 3}),
          ValueError, "seed", "cannot change", id="resume-change-seed"),
+    # issue 15, inputs bounded
+    case(lambda f: minitrans.Adam(model(), lr=INF), ValueError, "lr", "finite positive number",
+         "inf", id="adam-lr-inf"),
+    case(lambda f: minitrans.Adam(model(), eps=NAN), ValueError, "eps", "nan", id="adam-eps-nan"),
+    case(lambda f: minitrans.Adam(model(), weight_decay=NAN), ValueError, "weight_decay", "nan",
+         id="adam-weight-decay-nan"),
+    case(lambda f: minitrans.Adam(model()).step(lr=INF), ValueError, "lr", "inf",
+         id="adam-step-lr-inf"),
+    case(lambda f: minitrans.SGD(model(), momentum=NAN), ValueError, "momentum", "[0, 1)", "nan",
+         id="sgd-momentum-nan"),
+    case(lambda f: minitrans.clip_grad_norm(model(), NAN), ValueError, "max_norm", "nan",
+         id="clip-max-norm-nan"),
+    case(lambda f: minitrans.transformer_lr(1, 16, 4, factor=INF), ValueError, "factor", "inf",
+         id="schedule-factor-inf"),
+    case(lambda f: decoding.sample(model(), ints(1, 3), 4, temperature=0), ValueError,
+         "temperature", "finite positive number", "0", id="sample-temperature-0"),
+    case(lambda f: decoding.sample(model(), ints(1, 3), 4, top_p=NAN), ValueError, "top_p",
+         "(0, 1]", "nan", id="sample-top-p-nan"),
+    case(lambda f: decoding.beam_search(model(), ints(1, 3), beam_size=10**6), ValueError,
+         "beam_size", "vocabulary's size, 7", "1000000", id="beam-size-above-the-vocabulary"),
+    case(lambda f: DataParallel(model(), LabelSmoothedCrossEntropy(0.1), workers=100000),
+         ValueError, "workers", "at most 64", "100000", id="data-parallel-workers-huge"),
+    case(lambda f: TrainConfig(batch_size=4, workers=8), ValueError, "workers", "at most 4",
+         "batch_size=4", "8",
+         id="train-workers-above-the-batch-size"),
+    case(lambda f: ModelConfig(vocab_size=7, d_model=10**9, h=1), ValueError, "d_model",
+         "at most 65536", "1000000000", id="config-d-model-huge"),
+    case(lambda f: experiment.new_trainer(TrainConfig(task="copy", out_dir=str(f.folder / "run")),
+                                          {"d_model": 65536, "h": 1, "N": 1024}, progress=False),
+         ValueError, "d_model=65536", "N=1024", "training", "PB", "has", id="trainer-terabytes"),
+    case(lambda f: read_tsv(f.write("nul.tsv", b"a\tb\nc\x00d\te\n")), DataError, "nul.tsv",
+         "line 2", "NUL byte", id="tsv-nul-byte"),
+    case(lambda f: read_tsv(f.write("utf16.tsv", "a b\tc d\n".encode("utf-16-le"))), DataError,
+         "utf16.tsv", "UTF-16 without a byte-order mark", "UTF-8", id="tsv-utf16-without-bom"),
+    case(lambda f: read_tsv(f.write("utf16.tsv", "a b\tc d\n".encode("utf-16"))), DataError,
+         "utf16.tsv", "UTF-16", "byte-order mark", id="tsv-utf16-with-bom"),
+    case(lambda f: read_tsv(fifo(f)), DataError, "pipe.tsv", "named pipe (FIFO)",
+         id="tsv-named-pipe"),
+    case(lambda f: read_regular_file(f.write("big.tsv", "a\tb\n" * 10), limit=16), DataError,
+         "big.tsv", "40 bytes", "16 bytes", id="tsv-too-large"),
+    case(lambda f: list(input_lines(io.BytesIO(b"ok\ncaf\xe9\n"))), DataError,
+         "standard input", "line 2", "invalid UTF-8", "0xe9", id="stdin-invalid-utf8"),
 ]
+
+
+def fifo(files):
+    """A named pipe in the test's folder: opening it would wait for a writer."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes on this system")
+    path = files.folder / "pipe.tsv"
+    os.mkfifo(path)
+    return path
 
 
 def config(**changes):
@@ -506,11 +561,14 @@ def test_bad_input_gives_a_clear_error(backend_name, tmp_path, provoke, error, f
 # ------------------------------------------------------------ command line
 
 
-def run_cli(args, env=None):
+def run_cli(args, env=None, stdin=b""):
+    """``python -m minitrans *args``, ``stdin`` (bytes) on its standard input."""
     environment = {key: value for key, value in os.environ.items() if key != "MINITRANS_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "minitrans", *map(str, args)],
-                          capture_output=True, text=True,
-                          env={**environment, **(env or {})}, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "minitrans", *map(str, args)],
+                            capture_output=True, input=stdin,
+                            env={**environment, **(env or {})}, timeout=300)
+    result.stdout, result.stderr = result.stdout.decode(), result.stderr.decode()
+    return result
 
 
 def train(files, *args):
@@ -520,10 +578,10 @@ def train(files, *args):
             *TINY_FLAGS, *args]
 
 
-def cli(make_args, *fragments, env=None, id):
-    """``minitrans *make_args(files)`` must fail with one stderr line that
-    names every fragment as a whole word."""
-    return pytest.param(make_args, fragments, env, id=id)
+def cli(make_args, *fragments, env=None, stdin=b"", id):
+    """``minitrans *make_args(files)`` (``stdin`` on its standard input) must
+    fail with one stderr line that names every fragment as a whole word."""
+    return pytest.param(make_args, fragments, env, stdin, id=id)
 
 
 CLI_CATALOGUE = [
@@ -611,12 +669,40 @@ CLI_CATALOGUE = [
     cli(lambda f: train(f, "copy", "--out", f.write("busy/.lock", json.dumps(
         {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"})).parent),
         "in use by another trainer", f"pid {os.getpid()}", id="out-in-use"),
+    # issue 15, inputs bounded
+    cli(lambda f: train(f, "copy", "--workers", "100000"), "--workers", "at most 64", "100000",
+        id="workers-huge"),
+    cli(lambda f: train(f, "copy", "--d-model", "1000000000"), "--d-model", "at most 65536",
+        "1000000000", id="d-model-huge"),
+    cli(lambda f: train(f, "copy", "--d-model", "65536", "--heads", "1", "--layers", "1024"),
+        "d_model=65536", "N=1024", "PB", "has", id="model-of-petabytes"),
+    cli(lambda f: train(f, "copy", "--steps", "100000000"), "--steps", "at most 10000000",
+        "100000000", id="steps-huge"),
+    cli(lambda f: train(f, "translate", "--data", f.write("nul.tsv", b"a\tb\n\x00\tc\n")),
+        "nul.tsv", "line 2", "NUL byte", id="data-nul-byte"),
+    cli(lambda f: train(f, "translate", "--data", f.write("utf16.tsv", UTF16)), "utf16.tsv",
+        "UTF-16 without a byte-order mark", id="data-utf16-without-bom"),
+    cli(lambda f: train(f, "translate", "--data", f.folder), "directory", id="data-directory"),
+    cli(lambda f: train(f, "translate", "--data", fifo(f)), "pipe.tsv", "named pipe (FIFO)",
+        id="data-named-pipe"),
+    cli(lambda f: train(f, "translate", "--data", f.write("good.tsv", "a b\tc d\n" * 20),
+                        "--valid", f.write("valid.tsv", UTF16)),
+        "valid.tsv", "UTF-16 without a byte-order mark", id="valid-utf16-without-bom"),
+    cli(lambda f: ["evaluate", "--checkpoint", f.checkpoint(), "--data",
+                   f.write("utf16.tsv", UTF16)], "utf16.tsv", "UTF-16", id="evaluate-utf16-data"),
+    cli(lambda f: ["translate", "--checkpoint", f.checkpoint()], "standard input", "line 1",
+        "invalid UTF-8", "0xe9", stdin=b"caf\xe9 1 2\n", id="translate-stdin-invalid-utf8"),
+    cli(lambda f: ["translate", "--checkpoint", f.checkpoint(), "--beam", "100000", "12"],
+        "beam_size", "100000", id="beam-above-the-vocabulary"),
 ]
 
+UTF16 = "a b\tc d\ne f\tg h\n".encode("utf-16-le")  # as some editors save "Unicode" text
 
-@pytest.mark.parametrize("make_args, fragments, env", CLI_CATALOGUE)
-def test_bad_command_line_gives_one_line_and_a_non_zero_exit(tmp_path, make_args, fragments, env):
-    result = run_cli(make_args(Files(tmp_path)), env)
+
+@pytest.mark.parametrize("make_args, fragments, env, stdin", CLI_CATALOGUE)
+def test_bad_command_line_gives_one_line_and_a_non_zero_exit(tmp_path, make_args, fragments, env,
+                                                             stdin):
+    result = run_cli(make_args(Files(tmp_path)), env, stdin)
     assert result.returncode != 0
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr

@@ -169,7 +169,7 @@ class ScriptedModel:
     A, B, C = 3, 4, 5
     TABLE = {(): {A: 0.6, B: 0.4}, (A,): {EOS: 0.35, C: 0.25, A: 0.2, B: 0.2},
              (B,): {C: 0.9, EOS: 0.1}, (B, C): {EOS: 0.9, A: 0.1}}
-    config = types.SimpleNamespace(max_len=10)
+    config = types.SimpleNamespace(max_len=10, vocab_size=6)
 
     def eval(self):
         return self
@@ -241,9 +241,23 @@ def test_top_p_worked_example_and_always_one_token(backend_name, device):
 
 def test_temperature_divides_the_logits(backend_name, device):
     logits = device([[1.0, 2.0, 4.0]], dtype="float64")
-    np.testing.assert_allclose(host(decoding.apply_temperature(logits, 2.0)), [[0.5, 1.0, 2.0]])
+    # logits / 2 less the row's largest, 2: the same softmax, nothing above 0
+    np.testing.assert_allclose(host(decoding.apply_temperature(logits, 2.0)), [[-1.5, -1.0, 0.0]])
     sharp, flat = (host(softmax(decoding.apply_temperature(logits, t))) for t in (0.5, 5.0))
     assert sharp.max() > host(softmax(logits)).max() > flat.max()
+
+
+@pytest.mark.parametrize("temperature", [1e-45, 5e-324, 1e-300])
+def test_a_tiny_temperature_is_exactly_greedy(backend_name, device, temperature):
+    """The old code divided float32 logits by T: 1e-45 made them +-inf and
+    softmax inf - inf = NaN; sampling drew token 0 (<pad>) every step."""
+    logits = device([[1.0, 3.0, 2.0, 3.0 - 1e-6], [-5.0, -7.0, -6.0, -np.inf]])
+    probs = host(softmax(decoding.apply_temperature(logits, temperature)))
+    assert np.isfinite(probs).all()
+    np.testing.assert_array_equal(probs, [[0, 1, 0, 0], [1, 0, 0, 0]])
+    model, src = make_model(), device(SOURCES)
+    sampled = decoding.sample(model, src, 6, temperature=temperature, rng=3)
+    np.testing.assert_array_equal(host(sampled), host(decoding.greedy(model, src, 6)))
 
 
 def test_draw_follows_the_probabilities_and_never_draws_zero(backend_name, device):

@@ -1,8 +1,25 @@
 """Parallel corpora as TSV files: one "source<TAB>target" pair per line."""
 
+import codecs
 import pathlib
+import stat
 
 from minitrans.data.vocab import DataError
+
+# The largest TSV file read: ten million pairs of sentences fit in it, and
+# it is read whole into memory (as bytes, then as text, then as pairs).
+MAX_TSV_BYTES = 2**30
+
+# Byte-order marks of encodings that are not UTF-8, UTF-32 first: its
+# little-endian mark begins with UTF-16's.
+FOREIGN_BOMS = [
+    (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
+]
+
+FILE_KINDS = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a named pipe (FIFO)",
+              stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+              stat.S_ISSOCK: "a socket"}
 
 
 def read_tsv(path):
@@ -11,13 +28,13 @@ def read_tsv(path):
     Returns a list of (source, target) strings with surrounding whitespace
     removed. Blank lines are skipped; anything else that is not exactly one
     tab between two non-empty sides is an error naming the file and line.
+    So is a path that is not a regular file (a directory, a pipe such as
+    /dev/stdin, a device: it could block or never end), a file larger than
+    MAX_TSV_BYTES, a NUL byte, and a file in UTF-16 or UTF-32, with or
+    without a byte-order mark.
     """
     path = pathlib.Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: file not found")
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory, expected a TSV file")
-    lines = _decode_utf8(path, path.read_bytes()).split("\n")
+    lines = _decode_utf8(path, read_regular_file(path)).split("\n")
     parsed = (_parse_line(path, number, line) for number, line in enumerate(lines, start=1))
     pairs = [pair for pair in parsed if pair is not None]  # None: a blank line
     if not pairs:
@@ -25,7 +42,41 @@ def read_tsv(path):
     return pairs
 
 
+def read_regular_file(path, limit=MAX_TSV_BYTES):
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes.
+
+    ``stat`` looks at the file without opening it (opening a FIFO would
+    wait for a writer); the read stops after limit + 1 bytes, in case the
+    file grew in between."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    size = info.st_size
+    for is_kind, kind in FILE_KINDS.items():
+        if is_kind(info.st_mode):
+            raise DataError(f"{path}: is {kind}, expected a TSV file")
+    with open(path, "rb") as file:
+        raw = file.read(limit + 1) if size <= limit else b""
+    if size > limit or len(raw) > limit:
+        raise DataError(f"{path}: {max(size, len(raw)):,} bytes, more than the limit of "
+                        f"{limit:,} bytes for a TSV file; split it")
+    return raw
+
+
 def _decode_utf8(path, raw):
+    for bom, encoding in FOREIGN_BOMS:
+        if raw.startswith(bom):
+            raise DataError(f"{path}: {encoding} (it starts with a {encoding} byte-order mark); "
+                            "save the file as UTF-8")
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        if _looks_like_utf16(raw):
+            raise DataError(f"{path}: looks like UTF-16 without a byte-order mark (a NUL byte "
+                            "at every other position); save the file as UTF-8")
+        line = raw.count(b"\n", 0, nul) + 1
+        raise DataError(f"{path}, line {line}: a NUL byte (0x00), which text never holds; "
+                        "is it a binary file?")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -33,6 +84,15 @@ def _decode_utf8(path, raw):
         raise DataError(f"{path}, line {line}: invalid UTF-8 (byte 0x{raw[error.start]:02x}); "
                         "save the file as UTF-8") from None
     return text.removeprefix("\ufeff")  # a byte-order mark some editors write
+
+
+def _looks_like_utf16(raw):
+    """Latin text in UTF-16 is a NUL byte beside every letter: at the odd
+    positions (little-endian) or the even ones (big-endian). Judged on the
+    first 4096 bytes: at least half of one of the two positions is NUL."""
+    sample = raw[:4096]
+    halves = sample[0::2], sample[1::2]
+    return any(half and half.count(0) >= len(half) / 2 for half in halves)
 
 
 def _parse_line(path, number, line):

@@ -9,10 +9,26 @@ from minitrans.core import backend, checks
 from minitrans.ops.softmax import softmax
 
 
+# exp(-1e30) is 0 in any dtype, and -1e30 fits in float32: a logit this far
+# below the largest is a probability of 0, with no overflow on the way
+LOWEST_LOGIT = -1e30
+
+
 def apply_temperature(logits, temperature):
-    """logits / T, (B, V): T < 1 sharpens (T -> 0 is greedy), T > 1 flattens."""
-    checks.check_number("temperature", temperature, low=0, low_open=True)
-    return logits / float(temperature)
+    """(logits - row max) / T, (B, V), in the dtype of ``logits``: T < 1
+    sharpens (T -> 0 is greedy), T > 1 flattens.
+
+    Subtracting each row's largest logit changes no softmax and no ranking,
+    and it makes any positive T safe: every result is <= 0 and the largest is
+    exactly 0, so nothing overflows to +inf (where inf - inf would be NaN).
+    Results are floored at LOWEST_LOGIT, whose probability is 0 like -inf's,
+    so a tiny T (1e-45) leaves probability 1 on the largest logit: exactly
+    greedy. The division is done in float64, where T down to 5e-324 is not
+    0 (in float32 a T below 1e-45 would round to 0 and give 0 / 0)."""
+    checks.check_number("temperature", temperature, low=0, low_open=True)  # finite too
+    xp, t = backend.get_xp(), float(temperature)
+    shifted = (logits - logits.max(axis=-1, keepdims=True)).astype(xp.float64)
+    return (xp.maximum(shifted, LOWEST_LOGIT * t) / t).astype(logits.dtype)
 
 
 def top_k_filter(logits, k):

@@ -57,7 +57,8 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     with |Y| its token count, <eos> included, and alpha = length_penalty
     (0: raw log-probability; larger: fairer to long sentences). Each step
     keeps the K best candidates by this score; a finished one keeps its
-    score, its only continuation being <pad> at cost 0. Stops when all beams
+    score, its only continuation being <pad> at cost 0. beam_size is at most
+    the vocabulary's size. Stops when all beams
     have finished, or after max_len tokens (default T_src + 50). Returns the
     best tokens (B, L); with return_all also all beams, best first,
     (B, K, L_all), and their scores (B, K).
@@ -65,6 +66,9 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     xp = backend.get_xp()
     checks.check_token_ids("src", src, ndim=2, nonempty=True)
     checks.check_positive_int("beam_size", beam_size)
+    if beam_size > model.config.vocab_size:  # more beams would only hold probability 0
+        raise ValueError(f"beam_size: expected at most the vocabulary's size, "
+                         f"{model.config.vocab_size}, got {beam_size}")
     max_len = min(src.shape[1] + 50, model.config.max_len) if max_len is None else max_len
     _check_length("max_len", max_len, model)
     checks.check_number("length_penalty", length_penalty, low=0)

@@ -14,6 +14,14 @@ PRESETS = {
     "tiny": dict(d_model=8, h=2, N=1, d_ff=16, dropout=0.0),
 }
 
+# The largest size a config may give, far above any model this project
+# trains: a typo such as d_model=1000000000 is refused here by name, before
+# anything is allocated (whether sizes within them fit the machine's memory
+# is judged by minitrans.model.memory). Checkpoints' records are held to
+# them too.
+LIMITS = {"vocab_size": 2**24, "src_vocab_size": 2**24, "d_model": 2**16, "h": 2**10,
+          "N": 2**10, "d_ff": 2**20, "max_len": 2**20}
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
@@ -47,6 +55,10 @@ class ModelConfig:
         for name in ("vocab_size", "d_model", "h", "N", "d_ff", "max_len"):
             checks.check_positive_int(name, getattr(self, name))
         checks.check_int("src_vocab_size", self.src_vocab_size, low=1, allow_none=True)
+        for name, limit in LIMITS.items():
+            if (getattr(self, name) or 0) > limit:
+                raise ValueError(f"{name}: expected at most {limit} (ModelConfig's LIMITS), "
+                                 f"got {getattr(self, name)}")
         if self.d_model % self.h:
             raise ValueError(
                 f"h: d_model={self.d_model} must be divisible by the number of heads, "

@@ -6,11 +6,11 @@ import argparse
 from minitrans.core import backend, checks
 
 
-def number(convert, **bounds):
+def number(convert, most=None, **bounds):
     """An argparse type: ``convert(text)`` (int or float), refused outside
-    ``bounds`` in the words of ``checks.check_int``/``check_number``. Text
-    that is not a number at all gets argparse's own "invalid int value:
-    'abc'", hence the name."""
+    ``bounds`` in the words of ``checks.check_int``/``check_number``, or
+    above ``most`` ("expected at most 64"). Text that is not a number at
+    all gets argparse's own "invalid int value: 'abc'", hence the name."""
     if convert is int:
         is_valid, describe = checks.is_int, checks.describe_int
     else:
@@ -20,6 +20,8 @@ def number(convert, **bounds):
         value = convert(text)
         if not is_valid(value, **bounds):
             raise argparse.ArgumentTypeError(f"expected {describe(**bounds)}, got {text}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"expected at most {most}, got {text}")
         return value
 
     parse.__name__ = convert.__name__
@@ -49,6 +51,20 @@ class HelpFormatter(argparse.HelpFormatter):
             paragraph if paragraph.startswith(" ") else fill(paragraph, width, indent)
             for paragraph in text.split("\n\n")
         )
+
+# Upper bounds of the train command's counts: far above any run of these
+# models (ten million steps is weeks of training on one machine), so a
+# value beyond them is a typo, refused at once rather than run for ever.
+MAX_STEPS = 10**7
+MAX_BATCH_SIZE = 2**16
+step_count = number(int, low=1, most=MAX_STEPS)
+batch_size = number(int, low=1, most=MAX_BATCH_SIZE)
+
+
+def size(limit):
+    """A positive integer at most ``limit`` (a size of ModelConfig's LIMITS,
+    the most workers)."""
+    return number(int, low=1, most=limit)
 
 
 def add_device(parser):

@@ -1,9 +1,7 @@
 """``minitrans translate`` and ``minitrans evaluate``: use a trained
 encoder-decoder checkpoint."""
 
-import sys
-
-from minitrans.tools import arguments
+from minitrans.tools import arguments, text_input
 
 
 def add_translate_parser(commands):
@@ -45,7 +43,7 @@ def translate(args):
     if task.kind == "lm":
         raise ValueError(f"--checkpoint: {args.checkpoint} holds a decoder-only model; use "
                          "'minitrans generate' to continue a prompt with it")
-    lines = [args.text] if args.text is not None else [line.rstrip("\n") for line in sys.stdin]
+    lines = [args.text] if args.text is not None else text_input.input_lines()
     for text in lines:
         if not text.strip():
             print()

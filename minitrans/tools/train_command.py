@@ -9,7 +9,9 @@ import dataclasses
 import os
 import sys
 
+from minitrans.model.config import LIMITS
 from minitrans.tools import arguments
+from minitrans.training.parallel import MAX_WORKERS
 
 
 def per_task(key):
@@ -54,29 +56,29 @@ def add_parser(commands):
         "--level", choices=["word", "char"], help="tokens of --data (default word)"
     )
     arguments.add_device(train)
-    flag("--steps", "steps", "training steps", type=arguments.positive_int)
-    flag("--batch-size", "batch_size", "pairs per step", type=arguments.positive_int)
+    flag("--steps", "steps", "training steps", type=arguments.step_count)
+    flag("--batch-size", "batch_size", "pairs per step", type=arguments.batch_size)
     flag("--warmup", "warmup", "steps of linear learning-rate warm-up",
-         type=arguments.positive_int)
+         type=arguments.step_count)
     flag("--lr-factor", "lr_factor", "multiplies the paper's learning-rate schedule", type=float)
     flag("--eval-every", "eval_every", "steps between held-out evaluations and checkpoints",
-         type=arguments.positive_int)
+         type=arguments.step_count)
     flag("--target", "target_exact_match", "stop once held-out exact match reaches this (0-1)",
          type=float, dest="target_exact_match")
     train.add_argument("--seed", type=arguments.non_negative_int,
                        help="seed of the data, the weights and every step's batch (default 0)")
     train.add_argument(
         "--workers",
-        type=arguments.positive_int,
+        type=arguments.size(MAX_WORKERS),
         help="threads, each training on a shard of every batch (default 2 on cpu, 1 on gpu)",
     )
-    flag("--d-model", "d_model", "model width d_model", type=arguments.positive_int)
-    flag("--heads", "h", "attention heads h (must divide d_model)", type=arguments.positive_int,
-         dest="h")
+    flag("--d-model", "d_model", "model width d_model", type=arguments.size(LIMITS["d_model"]))
+    flag("--heads", "h", "attention heads h (must divide d_model)",
+         type=arguments.size(LIMITS["h"]), dest="h")
     flag("--layers", "N", "layers N of the encoder and of the decoder",
-         type=arguments.positive_int, dest="N")
+         type=arguments.size(LIMITS["N"]), dest="N")
     flag("--d-ff", "d_ff", "inner width of the feed-forward network",
-         type=arguments.positive_int)
+         type=arguments.size(LIMITS["d_ff"]))
     flag("--dropout", "dropout", "dropout probability", type=arguments.probability)
     flag("--tie-embeddings", "tie_embeddings", "share one matrix between the embeddings and "
          "the output projection", action="store_true", default=None)

@@ -9,8 +9,10 @@ from minitrans.data import Tokenizer, Vocab
 from minitrans.data.tasks import Task, load_task, task_from_tsv
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
+from minitrans.model.memory import check_fits, model_bytes, training_bytes
 from minitrans.model.transformer import Transformer
 from minitrans.training import checkpoint
+from minitrans.training.parallel import default_workers
 from minitrans.training.records import check_records
 from minitrans.training.trainer import TrainConfig, Trainer
 
@@ -72,8 +74,18 @@ def new_trainer(train_config, model_overrides=None, **trainer_options):
             f"max_len: the task has sequences of {task.max_length()} tokens, "
             f"longer than the model's max_len={config.max_len}"
         )
+    check_training_fits(config, train_config, task)
     model = build_model(config, train_config.seed)
     return Trainer(model, task, train_config, **trainer_options)
+
+
+def check_training_fits(config, train_config, task):
+    """Refuse, before building it, a model whose training needs more memory
+    than the machine has (``minitrans.model.memory``)."""
+    batch_size = min(train_config.batch_size, len(task.train))  # batches never hold more
+    workers = train_config.workers or default_workers()
+    needed = training_bytes(config, batch_size, task.max_length(), workers)
+    check_fits(config, needed, f"training on batches of {batch_size} x {task.max_length()} tokens")
 
 
 # What may change when a run is resumed: how long and how it trains on.
@@ -129,6 +141,7 @@ def resume_from(saved, out_dir=None, changes=None, **trainer_options):
         out_dir = os.path.dirname(saved.path) or "."
     train_config = dataclasses.replace(saved.train_config, out_dir=str(out_dir), **changes)
     task = build_task(train_config)
+    check_training_fits(saved.model_config, train_config, task)
     model = build_model(saved.model_config, train_config.seed)
     trainer = Trainer(model, task, train_config, **trainer_options)
     with checkpoint.reading(saved.path):
@@ -151,7 +164,10 @@ def load_trained(path):
     checkpoint.require(path, records, ["model_config", "task", "vocab"], "records")
     check_records(path, records, arrays)  # before a model of the sizes it names is built
     with checkpoint.reading(path):
-        model = build_model(ModelConfig.from_dict(records["model_config"]))
+        config = ModelConfig.from_dict(records["model_config"])
+    check_fits(config, model_bytes(config), f"the model of {path}")  # not the file's fault
+    with checkpoint.reading(path):
+        model = build_model(config)
         checkpoint.load_parameters(model, arrays, path)
         info = records["task"]
         task = Task(name=info["name"], kind=info["kind"], tokenizer=Tokenizer(info["level"]),

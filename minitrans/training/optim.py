@@ -187,7 +187,10 @@ def global_grad_norm(model):
 
 def clip_grad_norm(model, max_norm):
     """Scale all gradients by max_norm / norm when their global norm exceeds
-    max_norm, keeping their direction. Returns the norm before clipping."""
+    max_norm, keeping their direction; ``max_norm`` None clips nothing.
+    Returns the norm before clipping."""
+    # NaN would never clip (every comparison is False) and 0 would zero every gradient
+    checks.check_number("max_norm", max_norm, low=0, low_open=True, allow_none=True)
     norm = global_grad_norm(model)
     if max_norm is not None and math.isfinite(norm) and norm > max_norm:
         scale = max_norm / norm
@@ -206,5 +209,7 @@ def transformer_lr(step, d_model, warmup, factor=1.0):
     Steps count from 1.
     """
     checks.check_int("step", step, low=1)  # the schedule counts steps from 1
+    checks.check_positive_int("d_model", d_model)
     checks.check_positive_int("warmup", warmup)
+    checks.check_number("factor", factor, low=0, low_open=True)  # NaN or inf: NaN weights
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)

@@ -39,6 +39,13 @@ from minitrans.core.threads import usable_cores
 from minitrans.layers.dropout import Dropout
 
 
+# Each worker is a thread with a replica of the model (its own gradients and
+# caches): a hundred thousand of them would take minutes to make and all the
+# memory. Sixteen cores' worth with room to spare, and the same on every
+# machine, so that a configuration that runs here runs everywhere.
+MAX_WORKERS = 64
+
+
 def default_workers():
     """2 on the CPU backends, 1 on CuPy (a GPU is one device: threads
     would only take turns queueing its work).
@@ -75,6 +82,8 @@ class DataParallel:
     def __init__(self, model, loss_fn, workers=None, blas_threads=None):
         workers = default_workers() if workers is None else workers
         checks.check_positive_int("workers", workers)
+        if workers > MAX_WORKERS:
+            raise ValueError(f"workers: expected at most {MAX_WORKERS}, got {workers}")
         blas_threads = max(1, usable_cores() // workers) if blas_threads is None else blas_threads
         checks.check_positive_int("blas_threads", blas_threads)
         if workers > 1 and backend.backend_name() == "cupy":

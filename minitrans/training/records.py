@@ -17,15 +17,14 @@ import typing
 from minitrans.core import checks
 from minitrans.data.tasks import KINDS
 from minitrans.data.vocab import SPECIAL_TOKENS, Tokenizer, Vocab
-from minitrans.model.config import ModelConfig
+from minitrans.model.config import LIMITS, ModelConfig
 from minitrans.training import untrusted
 from minitrans.training.trainer import TrainConfig
 
-# Sizes far above any model this project trains, low enough that a model
-# they describe fits in memory (2**31 numbers: 8 GB in float32).
+# Far above any model this project trains, low enough that a model of this
+# many numbers fits in memory (2**31 numbers: 8 GB in float32). Each size
+# is held to ModelConfig's LIMITS.
 MAX_PARAMETERS = 2**31
-LIMITS = {"vocab_size": 2**24, "src_vocab_size": 2**24, "d_model": 2**16, "h": 2**10,
-          "N": 2**10, "d_ff": 2**20, "max_len": 2**20}
 MAX_STEP = 2**40
 # A config may describe this many numbers more than the file holds, so that a
 # few missing arrays are still named one by one once the model is built.

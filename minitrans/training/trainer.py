@@ -31,7 +31,7 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training import checkpoint, evaluation, interrupt, run_folder, trainer_state
 from minitrans.training.divergence import divergence
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
-from minitrans.training.parallel import DataParallel
+from minitrans.training.parallel import MAX_WORKERS, DataParallel
 from minitrans.training.progress import TrainingLine, progress_bar, through
 
 
@@ -67,6 +67,10 @@ class TrainConfig:
             checks.check_positive_int(name, getattr(self, name))
         checks.check_int("seed", self.seed, low=0)
         checks.check_int("workers", self.workers, low=1, allow_none=True)
+        limit = min(MAX_WORKERS, self.batch_size)  # every worker needs an example of each batch
+        if self.workers is not None and self.workers > limit:
+            raise ValueError(f"workers: expected at most {limit} (at most {MAX_WORKERS} and "
+                             f"batch_size={self.batch_size}), got {self.workers}")
         checks.check_choice("level", self.level, Tokenizer.LEVELS)
         checks.check_number("lr_factor", self.lr_factor, low=0, low_open=True)
         checks.check_probability("label_smoothing", self.label_smoothing)
