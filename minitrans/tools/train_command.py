@@ -1,7 +1,9 @@
 """``minitrans train``: train a model on a built-in task or a TSV corpus."""
 
 import os
+import sys
 
+from minitrans.data import corpus
 from minitrans.tools import arguments
 
 
@@ -11,8 +13,12 @@ def add_parser(commands):
     train.add_argument("--data", help="training pairs, one 'source<TAB>target' per line (UTF-8)")
     train.add_argument("--valid", help="held-out pairs (default: a fixed slice of --data)")
     train.add_argument(
-        "--level", choices=["word", "char"], default="word", help="tokens of --data (default word)"
+        "--level", choices=["bpe", "char", "word"], default="bpe",
+        help="tokens of --data: bpe (sub-words learned from the training pairs, the default: "
+        "no word is unknown unless it holds an unseen character), char, or word",
     )
+    train.add_argument("--merges", type=arguments.non_negative_int, default=1000,
+                       help="byte-pair merges learned at --level bpe (default 1000)")
     train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     train.add_argument("--steps", type=arguments.positive_int)
     train.add_argument("--batch-size", type=arguments.positive_int)
@@ -63,6 +69,7 @@ def run(args):
             data=args.data,
             valid=args.valid,
             level=args.level,
+            merges=args.merges,
             seed=args.seed,
             out_dir=out,
             **{k: getattr(args, k) for k in schedule},
@@ -78,6 +85,11 @@ def run(args):
         f"{len(task.train)} training and {len(task.valid)} held-out pairs"
     )
     print(f"model: {model.num_parameters():,} parameters, {model.config}")
+    if trainer.config.data is not None:  # a user's corpus: can every held-out token be predicted?
+        coverage, warnings = corpus.coverage_report(task)
+        print(coverage)
+        for warning in warnings:
+            print(f"minitrans: warning: {warning}", file=sys.stderr)
     result = trainer.fit()
     figures = trainer.save_plots()
     print(
@@ -87,10 +99,13 @@ def run(args):
     samples = task.valid[:5]
     _, predictions = evaluation.exact_match(model, task, samples)
     for (source, target), prediction in zip(samples, predictions):
-        mark = "ok " if prediction == task.tokenizer.join(task.tokenizer.split(target)) else "BAD"
+        mark = "ok " if prediction == evaluation.reference_text(task, target) else "BAD"
         print(f"  {mark} {source!r} -> {prediction!r}")
+    best = trainer.best_evaluation()
     print(
-        f"checkpoint: {trainer.checkpoint_path}"
+        f"checkpoint: {trainer.checkpoint_path} (last)"
+        + (f", {trainer.best_checkpoint_path()} (best held-out exact match, "
+           f"{best['exact_match']:.1%} at step {best['step']})" if best else "")
         + (f"; plots: {', '.join(figures)}" if figures else "")
     )
     return 0

@@ -4,7 +4,7 @@ loading a trained model back for translation and evaluation."""
 import dataclasses
 
 from minitrans.core import backend
-from minitrans.data import Tokenizer, Vocab
+from minitrans.data import BPE, Tokenizer, Vocab
 from minitrans.data.tasks import Task, load_task, task_from_tsv
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
@@ -28,6 +28,13 @@ TASK_DEFAULTS = {
         "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
                       target_exact_match=0.98),
     },
+    # A user's corpus (--data), tuned on 20,000 pairs of number words -> digits
+    # and of written dates -> ISO dates (README, "Your own corpus").
+    "tsv": {
+        "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.1),
+        "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
+                      target_exact_match=0.98),
+    },
     "lm": {
         "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.0),
         "train": dict(steps=4000, batch_size=128, warmup=400, lr_factor=1.0, eval_every=250,
@@ -36,12 +43,21 @@ TASK_DEFAULTS = {
 }
 
 
-def build_task(train_config):
-    """The task a TrainConfig names: a built-in one, or one read from TSV."""
+def build_task(train_config, bpe=None):
+    """The task a TrainConfig names: a built-in one, or one read from TSV
+    (with the merges of ``bpe``, a ``data.BPE``, where given, instead of
+    learning them)."""
     if train_config.data is not None:
         return task_from_tsv(train_config.data, train_config.valid, level=train_config.level,
-                             seed=train_config.seed)
+                             merges=train_config.merges, seed=train_config.seed, bpe=bpe)
     return load_task(train_config.task, seed=train_config.seed)
+
+
+def stored_tokenizer(records):
+    """The Tokenizer a checkpoint's (checked) records describe; its merges
+    are in the record "bpe" at level "bpe"."""
+    level = records["task"]["level"]
+    return Tokenizer(level, BPE.from_json(records["bpe"]) if level == "bpe" else None)
 
 
 def model_config_for(task, **overrides):
@@ -53,7 +69,10 @@ def model_config_for(task, **overrides):
 
 
 def train_config_for(task_name, **overrides):
-    settings = dict(TASK_DEFAULTS.get(task_name, TASK_DEFAULTS["translate"])["train"])
+    """A TrainConfig for ``task_name`` (its defaults, those of "tsv" with
+    ``data``, then ``overrides``)."""
+    defaults = "tsv" if overrides.get("data") is not None else task_name
+    settings = dict(TASK_DEFAULTS.get(defaults, TASK_DEFAULTS["translate"])["train"])
     settings.update({key: value for key, value in overrides.items() if value is not None})
     return TrainConfig(task=task_name, **settings)
 
@@ -82,16 +101,23 @@ def resume_trainer(path, steps=None, **trainer_options):
     checkpoint.require(
         path,
         records,
-        ["model_config", "train_config", "step", "optimizer_step", "history", "evaluations"],
+        ["model_config", "train_config", "task", "vocab", "step", "optimizer_step", "history",
+         "evaluations"],
         "records",
     )
     check_records(path, records, arrays)  # before a model of the sizes it names is built
     with checkpoint.reading(path):
         train_config = TrainConfig(**records["train_config"])
         config = ModelConfig.from_dict(records["model_config"])
+        tokenizer, vocab = stored_tokenizer(records), Vocab.from_json(records["vocab"])
     if steps is not None:
         train_config = dataclasses.replace(train_config, steps=steps)
-    task = build_task(train_config)
+    task = build_task(train_config, bpe=tokenizer.bpe)
+    if train_config.data is not None and task.vocab != vocab:  # the file has changed since
+        raise checkpoint.CheckpointError(
+            f"{path}: the training data now gives another vocabulary than the checkpoint's "
+            f"({len(task.vocab)} tokens, the checkpoint has {len(vocab)})"
+        )
     trainer = Trainer(build_model(config, train_config.seed), task, train_config, **trainer_options)
     with checkpoint.reading(path):
         trainer.restore(path, arrays, records)
@@ -109,7 +135,7 @@ def load_trained(path):
         model = build_model(ModelConfig.from_dict(records["model_config"]))
         checkpoint.load_parameters(model, arrays, path)
         info = records["task"]
-        task = Task(name=info["name"], kind=info["kind"], tokenizer=Tokenizer(info["level"]),
+        task = Task(name=info["name"], kind=info["kind"], tokenizer=stored_tokenizer(records),
                     vocab=Vocab.from_json(records["vocab"]), train=[], valid=[],
                     description=f"loaded from {path}")
     if len(task.vocab) != model.config.vocab_size:
