@@ -30,7 +30,7 @@ import minitrans
 from minitrans import decoding
 from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
-from minitrans.data import DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
+from minitrans.data import BPE, DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
 from minitrans.data.tasks import load_task, task_from_tsv
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.embedding import Embedding
@@ -456,6 +456,19 @@ CATALOGUE = [
     case(lambda f: load_checkpoint(f.checkpoint("extra.npz", extra_member)),
          CheckpointError, "extra.npz", "'notes.npy'", "not a checkpoint entry",
          id="checkpoint-unknown-member"),
+    # issue 15, sub-words and honest metrics
+    case(lambda f: Tokenizer("bpe"), DataError, "bpe", "a BPE of learned merges",
+         id="tokenizer-bpe-without-merges"),
+    case(lambda f: TrainConfig(merges=-1), ValueError, "merges", "-1", id="train-config-merges"),
+    case(lambda f: task_from_tsv(f.write("long.tsv", "x" * 1001 + "\ty\na\t" + "b" * 1001)),
+         DataError, "long.tsv", "1000 characters", "nothing is left to train on",
+         id="data-every-pair-too-long"),
+    case(lambda f: experiment.load_trained(
+             f.checkpoint("odd.npz", record("bpe", BPE([]).to_json()))),
+         CheckpointError, "odd.npz", "bpe", "'char'", id="checkpoint-merges-beside-char-level"),
+    case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", record("bpe", "[[1, 2]]"))),
+         CheckpointError, "odd.npz", "bpe", "expected a JSON object",
+         id="checkpoint-bpe-not-merges"),
 ]
 
 
@@ -580,6 +593,14 @@ CLI_CATALOGUE = [
         env={"MINITRANS_BACKEND": "tpu"}, id="environment-unknown-backend"),
     cli(lambda f: ["gradcheck"], "MINITRANS_DTYPE", "'float16'", "'float32'",
         env={"MINITRANS_DTYPE": "float16"}, id="environment-unknown-dtype"),
+    # issue 15, sub-words and honest metrics
+    cli(lambda f: train(f, "translate", "--level", "byte"), "--level", "'byte'", "'bpe'",
+        id="level-unknown"),
+    cli(lambda f: train(f, "translate", "--merges", "-1"), "--merges", "-1", id="merges-negative"),
+    cli(lambda f: train(f, "translate", "--data", f.write("long.tsv", "x" * 1001 + "\ty\n")),
+        "long.tsv", "nothing is left to train on", id="data-every-pair-too-long"),
+    cli(lambda f: ["evaluate", "--checkpoint", f.checkpoint(), "--data", f.write("t.tsv", "0\t0\n"),
+                   "--show-errors", "-2"], "--show-errors", "-2", id="show-errors-negative"),
 ]
 
 

@@ -111,7 +111,9 @@ def test_a_high_unknown_share_is_warned_of_naming_the_level(tmp_path):
     """Number words -> digits at word level: every held-out target unknown.
     The old code trained on silently, to 0% exact match."""
     data = tmp_path / "numbers.tsv"
-    data.write_text("".join(f"n {i}\t{i}\n" for i in range(30)), encoding="utf-8")
+    words = "zero one two three four five six seven eight nine".split()
+    pairs = [(" ".join(words[int(d)] for d in str(n)), str(n)) for n in range(10, 40)]
+    data.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
     result = run("train", "translate", "--data", str(data), "--level", "word", "--steps", "2",
                  "--eval-every", "2", "--out", str(tmp_path / "run"), *TINY)
     assert result.returncode == 0, result.stderr

@@ -71,8 +71,10 @@ def test_bpe_is_the_default_and_leaves_no_held_out_token_unknown(tmp_path):
     assert corpus.unknown_shares(words)["target"] == 1.0
     line, warnings = corpus.coverage_report(words)
     assert "source 0.0%, target 100.0%" in line
-    assert warnings == ["100.0% of the held-out target tokens are unknown at word level; "
-                        "try --level bpe (sub-words: unseen words are made of known pieces)"]
+    assert warnings == [
+        "100.0% of the held-out target tokens are unknown at word level; "
+        "try --level bpe (sub-words: unseen words are made of known pieces)"
+    ]
     assert corpus.coverage_report(task)[1] == []
 
 
@@ -128,8 +130,17 @@ def test_merges_are_learned_from_the_training_pairs_only(tmp_path):
 def bpe_checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bpe")
     data = numbers_corpus(folder / "numbers.tsv")
-    config = TrainConfig(task="translate", data=str(data), merges=40, steps=2, batch_size=8,
-                         warmup=1, eval_every=1, eval_pairs=4, out_dir=str(folder / "run"))
+    config = TrainConfig(
+        task="translate",
+        data=str(data),
+        merges=40,
+        steps=2,
+        batch_size=8,
+        warmup=1,
+        eval_every=1,
+        eval_pairs=4,
+        out_dir=str(folder / "run"),
+    )
     trainer = experiment.new_trainer(config, TINY, progress=False, log=lambda message: None)
     trainer.fit()
     return trainer, folder
@@ -139,8 +150,9 @@ def test_the_merges_are_saved_and_loaded_back(bpe_checkpoint):
     trainer, folder = bpe_checkpoint
     model, task = experiment.load_trained(folder / "run" / "checkpoint.npz")
     assert task.tokenizer == trainer.task.tokenizer and task.vocab == trainer.task.vocab
-    resumed = experiment.resume_trainer(folder / "run" / "checkpoint.npz", steps=3,
-                                        progress=False, log=lambda message: None)
+    resumed = experiment.resume_trainer(
+        folder / "run" / "checkpoint.npz", steps=3, progress=False, log=lambda message: None
+    )
     assert resumed.task.tokenizer == trainer.task.tokenizer
 
 
@@ -149,9 +161,17 @@ def test_best_checkpoint_is_kept_beside_the_last(bpe_checkpoint, monkeypatch):
     trainer, folder = bpe_checkpoint
     assert (folder / "run" / "best.npz").exists()
     scores = iter([0.5, 0.25, 0.5, 0.75])
-    monkeypatch.setattr(trainer, "evaluate", lambda: {"step": trainer.step, "pairs": 4,
-                                                      "loss": 1.0, "token_accuracy": 0.5,
-                                                      "exact_match": next(scores)})
+    monkeypatch.setattr(
+        trainer,
+        "evaluate",
+        lambda: {
+            "step": trainer.step,
+            "pairs": 4,
+            "loss": 1.0,
+            "token_accuracy": 0.5,
+            "exact_match": next(scores),
+        },
+    )
     trainer.evaluations = []
     saved = []
     monkeypatch.setattr(trainer, "save", saved.append)
@@ -192,28 +212,34 @@ def merges_text(merges, **fields):
     return json.dumps({"kind": "bpe", "end_of_word": "</w>", "merges": merges, **fields})
 
 
-@pytest.mark.parametrize("bpe, fragment", [
-    ("{not json", "not valid JSON"),
-    ({"merges": []}, "not a JSON text"),  # the record itself must be a text
-    (json.dumps([]), "bpe: expected a JSON object"),
-    (json.dumps({"kind": "bpe", "merges": []}), "bpe: expected the fields"),
-    (merges_text([], kind="wordpiece"), "bpe.kind: expected 'bpe'"),
-    (merges_text([], end_of_word="@@"), "bpe.end_of_word"),
-    (merges_text({"a": "b"}), "bpe.merges: expected a list"),
-    (merges_text([["o", "n", "e"]]), "bpe.merges[0]: expected a list of two symbols"),
-    (merges_text([["o", "n"], ["", "e"]]), "bpe.merges[1]: expected symbols of 1 to"),
-    (merges_text([["o", 1]]), "bpe.merges[0]: expected symbols"),
-    (merges_text([["o n", "e"]]), "bpe.merges[0]: expected symbols"),
-    (merges_text([["x" * 5000, "e"]]), "bpe.merges[0]: expected symbols of 1 to 4096"),
-    (merges_text([["q", "z</w>"]]), "make symbols the vocabulary lacks"),
-    (None, "bpe: a record of merges is missing while the task's level is 'bpe'"),
-])
-def test_a_malformed_bpe_record_is_refused_naming_the_field(bpe_checkpoint, tmp_path, bpe,
-                                                            fragment):
+@pytest.mark.parametrize(
+    "bpe, fragment",
+    [
+        ("{not json", "not valid JSON"),
+        ({"merges": []}, "not a JSON text"),  # the record itself must be a text
+        (json.dumps([]), "bpe: expected a JSON object"),
+        (json.dumps({"kind": "bpe", "merges": []}), "bpe: expected the fields"),
+        (merges_text([], kind="wordpiece"), "bpe.kind: expected 'bpe'"),
+        (merges_text([], end_of_word="@@"), "bpe.end_of_word"),
+        (merges_text({"a": "b"}), "bpe.merges: expected a list"),
+        (merges_text([["o", "n", "e"]]), "bpe.merges[0]: expected a list of two symbols"),
+        (merges_text([["o", "n"], ["", "e"]]), "bpe.merges[1]: expected symbols of 1 to"),
+        (merges_text([["o", 1]]), "bpe.merges[0]: expected symbols"),
+        (merges_text([["o n", "e"]]), "bpe.merges[0]: expected symbols"),
+        (merges_text([["x" * 5000, "e"]]), "bpe.merges[0]: expected symbols of 1 to 4096"),
+        (merges_text([["q", "z</w>"]]), "make symbols the vocabulary lacks"),
+        (None, "bpe: a record of merges is missing while the task's level is 'bpe'"),
+    ],
+)
+def test_a_malformed_bpe_record_is_refused_naming_the_field(
+    bpe_checkpoint, tmp_path, bpe, fragment
+):
     _, folder = bpe_checkpoint
     path = spoilt(folder, tmp_path, bpe=bpe)
-    for load in (experiment.load_trained,
-                 lambda p: experiment.resume_trainer(p, steps=3, progress=False)):
+    for load in (
+        experiment.load_trained,
+        lambda p: experiment.resume_trainer(p, steps=3, progress=False),
+    ):
         with pytest.raises(CheckpointError) as info:
             load(path)
         assert fragment in str(info.value) and "odd.npz" in str(info.value), str(info.value)

@@ -23,8 +23,9 @@ MAX_TOKENS = 256  # a side's tokens: the model's max_len follows the longest pai
 UNKNOWN_WARNING = 0.01
 
 
-def read_corpus(train_path, valid_path=None, level="bpe", merges=1000, valid_fraction=0.1,
-                seed=0, bpe=None):
+def read_corpus(
+    train_path, valid_path=None, level="bpe", merges=1000, valid_fraction=0.1, seed=0, bpe=None
+):
     """(tokenizer, train pairs, valid pairs, description) of a TSV corpus.
 
     1. Pairs with a side longer than MAX_CHARACTERS characters are skipped.
@@ -38,8 +39,9 @@ def read_corpus(train_path, valid_path=None, level="bpe", merges=1000, valid_fra
     The description says how many pairs were held out and skipped; a corpus
     with nothing left to train on is refused with a DataError.
     """
-    checks.check_number("valid_fraction", valid_fraction, low=0, high=1, low_open=True,
-                        high_open=True)
+    checks.check_number(
+        "valid_fraction", valid_fraction, low=0, high=1, low_open=True, high_open=True
+    )
     checks.check_choice("level", level, Tokenizer.LEVELS)
     checks.check_int("merges", merges, low=0)
     pairs, skipped = too_long(read_tsv(train_path), len, MAX_CHARACTERS)
@@ -76,15 +78,18 @@ def read_corpus(train_path, valid_path=None, level="bpe", merges=1000, valid_fra
 
 def _nothing_left(path, pairs, limit):
     if not pairs:
-        raise DataError(f"{path}: every pair has a side longer than {limit}; "
-                        "nothing is left to train on")
+        raise DataError(
+            f"{path}: every pair has a side longer than {limit}; " "nothing is left to train on"
+        )
 
 
 def hold_out(path, pairs, fraction, seed):
     """Split pairs into (train, valid) with a seeded shuffle of their indices."""
     if len(pairs) < 2:
-        raise DataError(f"{path}: too small to hold out validation data (only {len(pairs)} pair); "
-                        "give more pairs or a separate validation file")
+        raise DataError(
+            f"{path}: too small to hold out validation data (only {len(pairs)} pair); "
+            "give more pairs or a separate validation file"
+        )
     count = min(max(1, round(fraction * len(pairs))), len(pairs) - 1)
     held = set(backend.host_rng(seed).permutation(len(pairs))[:count].tolist())
     valid = [pair for i, pair in enumerate(pairs) if i in held]
@@ -143,14 +148,19 @@ def coverage_report(task, threshold=UNKNOWN_WARNING):
     what to try instead)."""
     shares = unknown_shares(task)
     level = task.tokenizer.level
-    line = (f"unknown held-out tokens at {level} level: source {shares['source']:.1%}, "
-            f"target {shares['target']:.1%} (they become <unk> and can never be predicted)")
+    line = (
+        f"unknown held-out tokens at {level} level: source {shares['source']:.1%}, "
+        f"target {shares['target']:.1%} (they become <unk> and can never be predicted)"
+    )
     if level == "word":
         advice = "try --level bpe (sub-words: unseen words are made of known pieces)"
     else:
         advice = "they are characters never seen in training; add training pairs that hold them"
-    warnings = [f"{share:.1%} of the held-out {side} tokens are unknown at {level} level; {advice}"
-                for side, share in shares.items() if share > threshold]
+    warnings = [
+        f"{share:.1%} of the held-out {side} tokens are unknown at {level} level; {advice}"
+        for side, share in shares.items()
+        if share > threshold
+    ]
     return line, warnings
 
 

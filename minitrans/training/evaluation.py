@@ -17,9 +17,10 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 
 def teacher_forced_metrics(model, task, pairs, batch_size=256):
     """Mean loss (no label smoothing) and token accuracy of argmax predictions
-    (an <unk> prediction is never correct), over the target tokens of ``pairs``, with the true prefix fed in (teacher
-    forcing), as in training. For a decoder-only task only the answer counts:
-    the prompt's tokens are random and cannot be predicted."""
+    (an <unk> prediction is never correct), over the target tokens of
+    ``pairs``, with the true prefix fed in (teacher forcing), as in training.
+    For a decoder-only task only the answer counts: the prompt's tokens are
+    random and cannot be predicted."""
     loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=model.config.pad_id)
     total_loss = correct = count = 0.0
     for start in range(0, len(pairs), batch_size):
