@@ -260,3 +260,11 @@ def test_merges_beside_a_word_level_task_are_refused(bpe_checkpoint, tmp_path):
     with pytest.raises(CheckpointError) as info:
         experiment.load_trained(spoilt(folder, tmp_path, task=task))
     assert "a record of merges is there while the task's level is 'word'" in str(info.value)
+
+
+def test_data_gets_the_defaults_tuned_for_a_user_s_corpus():
+    """With --data: bpe level and the "tsv" schedule (half the translate
+    task's learning rate); a built-in task keeps its own."""
+    with_data = experiment.train_config_for("translate", data="pairs.tsv")
+    assert (with_data.level, with_data.merges, with_data.lr_factor) == ("bpe", 1000, 0.5)
+    assert experiment.train_config_for("translate").lr_factor == 1.0

@@ -29,10 +29,12 @@ TASK_DEFAULTS = {
                       target_exact_match=0.98),
     },
     # A user's corpus (--data), tuned on 20,000 pairs of number words -> digits
-    # and of written dates -> ISO dates (README, "Your own corpus").
+    # and of written dates -> ISO dates: the translate task's model, at half
+    # its learning rate (at the full rate held-out exact match swung between
+    # 53% and 95% on the dates).
     "tsv": {
         "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.1),
-        "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
+        "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=0.5, eval_every=250,
                       target_exact_match=0.98),
     },
     "lm": {
