@@ -66,7 +66,10 @@ def read_corpus(
         tokenizer = learn_subwords([text for pair in train for text in pair], merges)
     if skipped:
         description += skipped_note(skipped, MAX_CHARACTERS, "characters")
-    tokens = lambda text: len(tokenizer.split(text))  # noqa: E731
+
+    def tokens(text):
+        return len(tokenizer.split(text))
+
     train, skipped = too_long(train, tokens, MAX_TOKENS)
     valid, skipped_valid = too_long(valid, tokens, MAX_TOKENS)
     if skipped + skipped_valid:
