@@ -32,7 +32,7 @@ import minitrans
 from minitrans import decoding
 from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
-from minitrans.data import DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
+from minitrans.data import BPE, DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
 from minitrans.data.tsv import read_regular_file
 from minitrans.data.tasks import load_task, task_from_tsv
 from minitrans.layers.attention import ScaledDotProductAttention
@@ -511,6 +511,19 @@ CATALOGUE = [
          "big.tsv", "40 bytes", "16 bytes", id="tsv-too-large"),
     case(lambda f: list(input_lines(io.BytesIO(b"ok\ncaf\xe9\n"))), DataError,
          "standard input", "line 2", "invalid UTF-8", "0xe9", id="stdin-invalid-utf8"),
+    # issue 15, sub-words and honest metrics
+    case(lambda f: Tokenizer("bpe"), DataError, "bpe", "a BPE of learned merges",
+         id="tokenizer-bpe-without-merges"),
+    case(lambda f: TrainConfig(merges=-1), ValueError, "merges", "-1", id="train-config-merges"),
+    case(lambda f: task_from_tsv(f.write("long.tsv", "x" * 1001 + "\ty\na\t" + "b" * 1001)),
+         DataError, "long.tsv", "1000 characters", "nothing is left to train on",
+         id="data-every-pair-too-long"),
+    case(lambda f: experiment.load_trained(
+             f.checkpoint("odd.npz", record("bpe", BPE([]).to_json()))),
+         CheckpointError, "odd.npz", "bpe", "'char'", id="checkpoint-merges-beside-char-level"),
+    case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", record("bpe", "[[1, 2]]"))),
+         CheckpointError, "odd.npz", "bpe", "expected a JSON object",
+         id="checkpoint-bpe-not-merges"),
 ]
 
 
@@ -694,6 +707,14 @@ CLI_CATALOGUE = [
         "invalid UTF-8", "0xe9", stdin=b"caf\xe9 1 2\n", id="translate-stdin-invalid-utf8"),
     cli(lambda f: ["translate", "--checkpoint", f.checkpoint(), "--beam", "100000", "12"],
         "beam_size", "100000", id="beam-above-the-vocabulary"),
+    # issue 15, sub-words and honest metrics
+    cli(lambda f: train(f, "translate", "--level", "byte"), "--level", "'byte'", "'bpe'",
+        id="level-unknown"),
+    cli(lambda f: train(f, "translate", "--merges", "-1"), "--merges", "-1", id="merges-negative"),
+    cli(lambda f: train(f, "translate", "--data", f.write("long.tsv", "x" * 1001 + "\ty\n")),
+        "long.tsv", "nothing is left to train on", id="data-every-pair-too-long"),
+    cli(lambda f: ["evaluate", "--checkpoint", f.checkpoint(), "--data", f.write("t.tsv", "0\t0\n"),
+                   "--show-errors", "-2"], "--show-errors", "-2", id="show-errors-negative"),
 ]
 
 UTF16 = "a b\tc d\ne f\tg h\n".encode("utf-16-le")  # as some editors save "Unicode" text

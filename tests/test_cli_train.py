@@ -35,7 +35,9 @@ def test_train_prints_progress_accuracy_and_samples(trained_copy):
     assert "task copy" in stdout and "parameters" in stdout
     assert "step 2: held-out loss" in stdout and "step 4: held-out loss" in stdout
     assert "held-out exact match" in stdout and stdout.count(" -> ") == 5
-    assert {p.name for p in out.iterdir()} == {"checkpoint.npz", "loss.png", "lr.png"}
+    assert {p.name for p in out.iterdir()} == {"checkpoint.npz", "best.npz", "loss.png", "lr.png"}
+    assert f"checkpoint: {out / 'checkpoint.npz'} (last), {out / 'best.npz'} (best held-out" \
+        in stdout
 
 
 def test_resume_continues_from_the_checkpoint(trained_copy):
@@ -73,6 +75,20 @@ def test_evaluate_prints_exact_match_and_bleu(trained_copy, tmp_path):
     assert (
         "2 pairs" in result.stdout and "exact match:" in result.stdout and "BLEU:" in result.stdout
     )
+    assert "(sacrebleu, tokenize=char)" in result.stdout  # digits: no spaces to speak of
+
+
+def test_evaluate_shows_errors_beside_their_references(trained_copy, tmp_path):
+    out, _ = trained_copy
+    data = tmp_path / "test.tsv"
+    data.write_text("".join(f"{n:010d}\t{n:010d}\n" for n in range(0, 10**9, 10**8)))
+    result = run("evaluate", "--checkpoint", str(out / "checkpoint.npz"), "--data", str(data),
+                 "--show-errors", "2")
+    assert result.returncode == 0, result.stderr
+    assert "2 of 10 wrong predictions:" in result.stdout  # a model after 4 steps gets none right
+    assert result.stdout.count("  source     '") == 2
+    assert result.stdout.count("  prediction '") == 2
+    assert "  reference  '0000000000'" in result.stdout
 
 
 def test_training_on_a_tsv_holds_out_a_slice_and_says_so(tmp_path):
@@ -82,6 +98,29 @@ def test_training_on_a_tsv_holds_out_a_slice_and_says_so(tmp_path):
                  "--out", str(tmp_path / "run"), *TINY)
     assert result.returncode == 0, result.stderr
     assert "held out 3 of 30 pairs" in result.stdout
+    assert "(bpe level)" in result.stdout  # the default with --data
+    assert "unknown held-out tokens at bpe level: source 0.0%, target 0.0%" in result.stdout
+    checkpoint = str(tmp_path / "run" / "checkpoint.npz")
+    named = run("translate", "--checkpoint", checkpoint, stdin="a b 7\na ¥ b €€\n")
+    assert named.returncode == 0, named.stderr
+    assert named.stderr == "unknown to the model: '¥', '€'\n"  # one line per line that has any
+    assert len(named.stdout.splitlines()) == 2
+
+
+def test_a_high_unknown_share_is_warned_of_naming_the_level(tmp_path):
+    """Number words -> digits at word level: every held-out target unknown.
+    The old code trained on silently, to 0% exact match."""
+    data = tmp_path / "numbers.tsv"
+    words = "zero one two three four five six seven eight nine".split()
+    pairs = [(" ".join(words[int(d)] for d in str(n)), str(n)) for n in range(10, 40)]
+    data.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    result = run("train", "translate", "--data", str(data), "--level", "word", "--steps", "2",
+                 "--eval-every", "2", "--out", str(tmp_path / "run"), *TINY)
+    assert result.returncode == 0, result.stderr
+    assert "target 100.0%" in result.stdout
+    assert result.stderr == ("minitrans: warning: 100.0% of the held-out target tokens are "
+                             "unknown at word level; try --level bpe (sub-words: unseen words "
+                             "are made of known pieces)\n")
 
 
 def test_user_errors_are_one_line(trained_copy, tmp_path):

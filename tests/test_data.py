@@ -118,8 +118,8 @@ def test_word_tokenizer_splits_on_whitespace():
 
 def test_unknown_tokenizer_level():
     with pytest.raises(ValueError) as info:
-        Tokenizer("bpe")
-    assert_names(info, "level", "char", "word", "bpe")
+        Tokenizer("byte")
+    assert_names(info, "level", "char", "word", "bpe", "'byte'")
 
 
 # -------------------------------------------------------------------- batches

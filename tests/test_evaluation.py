@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from minitrans.core import backend
+from minitrans.data import UNK_ID
 from minitrans.data.tasks import load_task
 from minitrans.training import evaluation, experiment
 
@@ -71,3 +73,46 @@ def test_bleu_by_sacrebleu():
     ) == pytest.approx(100.0)
     assert evaluation.corpus_bleu(["a b c d"], ["w x y z"]) < 1.0
     assert load_task("translate").kind == "seq2seq"
+
+
+# ------------------------------------------------------------ honest metrics (issue 15)
+
+
+def test_an_unk_prediction_is_never_a_correct_token(tiny, monkeypatch):
+    """Targets unknown to the vocabulary and a model that answers <unk> at
+    every position: the old code counted 10 of the 11 tokens (all but <eos>)
+    correct, a token accuracy of 91% for a model that knows nothing."""
+    trainer = tiny["copy"]
+    pairs = [("0123456789", "abcdefghij")]  # letters: <unk> in the copy task's vocabulary
+    vocab_size = len(trainer.task.vocab)
+
+    def answers_unk(*inputs):
+        logits = np.zeros((1, 11, vocab_size), dtype=np.float32)
+        logits[..., UNK_ID] = 10.0
+        return backend.to_device(logits)
+
+    monkeypatch.setattr(trainer.model, "forward", answers_unk)
+    metrics = evaluation.teacher_forced_metrics(trainer.model, trainer.task, pairs)
+    assert metrics["token_accuracy"] == 0.0
+
+
+def test_an_output_holding_unk_never_matches_its_reference(tiny, monkeypatch):
+    """A reference whose text is "<unk>" and an output of the <unk> token
+    decode to the same text; the old code counted the pair a hit."""
+    trainer = tiny["copy"]
+    monkeypatch.setattr(evaluation, "predict", lambda model, task, sources, max_len, beam_size=1:
+                        [[UNK_ID], task.vocab.encode(list("12"))])
+    accuracy, texts = evaluation.exact_match(trainer.model, trainer.task,
+                                             [("0", "<unk>"), ("12", "12")])
+    assert texts == ["<unk>", "12"] and accuracy == 0.5
+
+
+def test_bleu_scores_text_without_spaces_by_characters():
+    """The old BLEU scored "345201" as one word: one wrong digit gave 0.00."""
+    assert evaluation.bleu_tokenizer(["345201", "2021-03-03"]) == "char"
+    assert evaluation.bleu_tokenizer(["the cat sat on the mat"]) == "13a"
+    assert evaluation.bleu_tokenizer(["a" * 40 + " " + "b" * 40]) == "char"  # 1 space in 81
+    hypotheses, references = ["3452019876", "1234567890"], ["3452019877", "1234567890"]
+    assert evaluation.corpus_bleu(hypotheses, references, tokenize="13a") == pytest.approx(
+        evaluation.corpus_bleu(["x", "1234567890"], references, tokenize="13a"))
+    assert 80.0 < evaluation.corpus_bleu(hypotheses, references) < 100.0

@@ -85,7 +85,7 @@ def test_training_removes_the_temporary_files_of_an_interrupted_save(tmp_path):
     (tmp_path / ".tmp-killed.npz").write_bytes(b"half a checkpoint")
     (tmp_path / "notes.txt").write_text("kept")
     trainer.fit()
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint.npz", "notes.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["best.npz", "checkpoint.npz", "notes.txt"]
     assert any(".tmp-killed.npz" in message for message in messages)
 
 

@@ -289,7 +289,7 @@ def test_task_from_tsv_holds_out_a_seeded_slice(tmp_path):
 
 
 def test_task_from_tsv_builds_the_vocabulary_from_training_pairs_only(tmp_path):
-    task = task_from_tsv(_corpus(tmp_path, 20), valid_fraction=0.25)
+    task = task_from_tsv(_corpus(tmp_path, 20), level="word", valid_fraction=0.25)
     assert len(task.valid) == 5
     src, tgt = task.valid[0]
     src_ids, tgt_ids = task.encode_pair(src, tgt)

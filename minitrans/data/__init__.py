@@ -3,7 +3,7 @@
     text --Tokenizer.split--> tokens --Vocab.encode--> ids --make_*_batch--> Batch
 
 Sub-word tokens (byte-pair encoding, learned from a corpus) are in
-``minitrans.data.bpe``.
+``minitrans.data.bpe``; ``Tokenizer("bpe", bpe=...)`` uses them.
 
 The built-in toy tasks are in ``minitrans.data.tasks`` and the grammar of the toy
 translation in ``minitrans.data.toy_language``.
@@ -17,6 +17,7 @@ from minitrans.data.batches import (  # noqa: F401
     pad,
 )
 from minitrans.data.bpe import BPE, learn_merges  # noqa: F401
+from minitrans.data.tokenizer import Tokenizer, learn_subwords  # noqa: F401
 from minitrans.data.tsv import read_tsv, write_tsv  # noqa: F401
 from minitrans.data.vocab import (  # noqa: F401
     BOS,
@@ -29,6 +30,5 @@ from minitrans.data.vocab import (  # noqa: F401
     UNK,
     UNK_ID,
     DataError,
-    Tokenizer,
     Vocab,
 )

@@ -19,14 +19,13 @@ score measures generalisation, not memory.
 """
 
 import dataclasses
-import pathlib
 from typing import Callable, NamedTuple
 
 from minitrans.core import backend, checks
-from minitrans.data import toy_language
+from minitrans.data import corpus, toy_language
 from minitrans.data.batches import make_lm_batch, make_seq2seq_batch
-from minitrans.data.tsv import read_tsv
-from minitrans.data.vocab import DataError, Tokenizer, Vocab
+from minitrans.data.tokenizer import Tokenizer
+from minitrans.data.vocab import Vocab
 
 KINDS = ("seq2seq", "lm")
 
@@ -219,44 +218,21 @@ def load_task(name, seed=0, num_train=None, num_valid=None):
 # -------------------------------------------------------------- TSV corpora
 
 
-def task_from_tsv(train_path, valid_path=None, level="word", valid_fraction=0.1, seed=0):
+def task_from_tsv(train_path, valid_path=None, level="bpe", merges=1000, valid_fraction=0.1,
+                  seed=0, bpe=None):
     """A translation task from "source<TAB>target" files (see data.read_tsv).
 
     Without ``valid_path``, a seeded random ``valid_fraction`` of the pairs
-    is held out for validation (at least one, and at least one is left to
-    train on); training pairs that repeat a held-out source are dropped too.
-    The vocabulary comes from the training pairs only: words seen only in
-    validation become <unk>, as words unseen in training would in real use.
+    is held out for validation; pairs too long to train on are skipped; at
+    level "bpe" ``merges`` merges are learned from the training pairs, or
+    ``bpe`` gives them (``corpus.read_corpus`` says how). The vocabulary
+    comes from the training pairs only: tokens seen only in validation
+    become <unk>, as unseen ones would in real use (at level "bpe" only
+    characters never seen in training can be unknown: see
+    ``corpus.vocabulary_extras``).
     """
-    checks.check_number("valid_fraction", valid_fraction, low=0, high=1, low_open=True,
-                        high_open=True)
-    tokenizer = Tokenizer(level)
-    pairs = read_tsv(train_path)
-    description = f"tsv: translation pairs from {pathlib.Path(train_path).name} ({level} level)"
-    if valid_path is not None:
-        train, valid = pairs, read_tsv(valid_path)
-        description += f", validation pairs from {pathlib.Path(valid_path).name}"
-    else:
-        train, valid = _hold_out(train_path, pairs, valid_fraction, seed)
-        description += f"; held out {len(valid)} of {len(pairs)} pairs for validation"
-        if len(train) + len(valid) < len(pairs):
-            description += f" (and dropped {len(pairs) - len(train) - len(valid)} repeats of them)"
-    vocab = _shared_vocab(tokenizer, train)
+    tokenizer, train, valid, description = corpus.read_corpus(
+        train_path, valid_path, level, merges, valid_fraction, seed, bpe
+    )
+    vocab = _shared_vocab(tokenizer, train, corpus.vocabulary_extras(tokenizer, train))
     return Task("tsv", "seq2seq", tokenizer, vocab, train, valid, description)
-
-
-def _hold_out(path, pairs, fraction, seed):
-    """Split pairs into (train, valid) with a seeded shuffle of their indices."""
-    if len(pairs) < 2:
-        raise DataError(f"{path}: too small to hold out validation data (only {len(pairs)} pair); "
-                        "give more pairs or a separate validation file")
-    count = min(max(1, round(fraction * len(pairs))), len(pairs) - 1)
-    held = set(backend.host_rng(seed).permutation(len(pairs))[:count].tolist())
-    valid = [pair for i, pair in enumerate(pairs) if i in held]
-    valid_sources = {src for src, _ in valid}
-    train = [pair for i, pair in enumerate(pairs) if i not in held and pair[0] not in valid_sources]
-    if not train:
-        raise DataError(
-            f"{path}: every pair repeats a held-out source; nothing is left to train on"
-        )
-    return train, valid

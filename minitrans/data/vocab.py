@@ -1,4 +1,4 @@
-"""Vocabulary and tokenisers: text -> tokens -> ids and back.
+"""Vocabulary: tokens -> ids and back (the tokenisers are in ``data.tokenizer``).
 
     text --Tokenizer.split--> tokens --Vocab.encode--> ids
 
@@ -8,7 +8,6 @@ there is one.
 """
 
 import collections
-import dataclasses
 import json
 
 from minitrans.core import checks
@@ -62,6 +61,9 @@ class Vocab:
     def __len__(self):
         return len(self.tokens)
 
+    def __contains__(self, token):
+        return token in self._ids
+
     def __eq__(self, other):
         return isinstance(other, Vocab) and self.tokens == other.tokens
 
@@ -107,29 +109,3 @@ class Vocab:
                 f"vocabulary JSON: special tokens {specials} differ from {list(SPECIAL_TOKENS)}"
             )
         return cls(tokens)
-
-
-# ----------------------------------------------------------------- tokenisers
-
-
-@dataclasses.dataclass(frozen=True)
-class Tokenizer:
-    """Splits text into tokens and joins them back.
-
-    ``"char"``: every character is a token (digits, arithmetic);
-    ``"word"``: tokens are separated by whitespace (the toy translation).
-    The paper uses sub-word units (byte-pair encoding, §5.1); these two
-    levels are enough for toy tasks and keep the data readable.
-    """
-
-    level: str
-    LEVELS = ("char", "word")
-
-    def __post_init__(self):
-        checks.check_choice("level", self.level, self.LEVELS)
-
-    def split(self, text):
-        return list(text) if self.level == "char" else text.split()
-
-    def join(self, tokens):
-        return "".join(tokens) if self.level == "char" else " ".join(tokens)

@@ -32,10 +32,13 @@ def add_evaluate_parser(commands):
     evaluate.add_argument("--checkpoint", required=True, help="a trained checkpoint (required)")
     evaluate.add_argument("--data", required=True,
                           help="test pairs, one 'source<TAB>target' per line, UTF-8 (required)")
+    evaluate.add_argument("--show-errors", type=arguments.non_negative_int, default=0, metavar="N",
+                          help="list up to N wrong predictions beside their references (default 0)")
     arguments.add_device(evaluate)
 
 
 def translate(args):
+    from minitrans.data import corpus
     from minitrans.training import evaluation, experiment
 
     arguments.use_device(args)
@@ -48,21 +51,33 @@ def translate(args):
         if not text.strip():
             print()
             continue
+        unknown = corpus.unknown_pieces(task, text)
+        if unknown:  # they become <unk>: the model cannot read them
+            print(f"unknown to the model: {', '.join(map(repr, unknown))}", file=sys.stderr)
         ids = evaluation.predict(model, task, [text], beam_size=args.beam)[0]
         print(task.tokenizer.join(task.vocab.decode(ids)))
     return 0
 
 
 def evaluate(args):
-    from minitrans.data import read_tsv
+    from minitrans.data import UNK, read_tsv
     from minitrans.training import evaluation, experiment
 
     arguments.use_device(args)
     model, task = experiment.load_trained(args.checkpoint)
     pairs = read_tsv(args.data)
     accuracy, predictions = evaluation.exact_match(model, task, pairs)
-    references = [task.tokenizer.join(task.tokenizer.split(target)) for _, target in pairs]
+    references = [evaluation.reference_text(task, target) for _, target in pairs]
     print(f"{len(pairs)} pairs from {args.data}")
     print(f"exact match: {accuracy:.1%}")
-    print(f"BLEU: {evaluation.corpus_bleu(predictions, references):.2f}")
+    tokenize = evaluation.bleu_tokenizer(references)
+    bleu = evaluation.corpus_bleu(predictions, references, tokenize=tokenize)
+    print(f"BLEU: {bleu:.2f} (sacrebleu, tokenize={tokenize})")
+    wrong = [(source, prediction, reference)
+             for (source, _), prediction, reference in zip(pairs, predictions, references)
+             if prediction != reference or UNK in prediction]
+    if args.show_errors:
+        print(f"{min(len(wrong), args.show_errors)} of {len(wrong)} wrong predictions:")
+    for source, prediction, reference in wrong[:args.show_errors]:
+        print(f"  source     {source!r}\n  prediction {prediction!r}\n  reference  {reference!r}")
     return 0

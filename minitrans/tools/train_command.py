@@ -9,6 +9,7 @@ import dataclasses
 import os
 import sys
 
+from minitrans.data import corpus
 from minitrans.model.config import LIMITS
 from minitrans.tools import arguments
 from minitrans.training.parallel import MAX_WORKERS
@@ -53,8 +54,12 @@ def add_parser(commands):
                        "(default: the task's own generated data)")
     train.add_argument("--valid", help="held-out pairs (default: a fixed slice of --data)")
     train.add_argument(
-        "--level", choices=["word", "char"], help="tokens of --data (default word)"
+        "--level", choices=["bpe", "char", "word"],
+        help="tokens of --data: bpe (sub-words learned from the training pairs: no word is "
+        "unknown unless it holds an unseen character), char, or word (default bpe)",
     )
+    train.add_argument("--merges", type=arguments.non_negative_int,
+                       help="byte-pair merges learned at --level bpe (default 1000)")
     arguments.add_device(train)
     flag("--steps", "steps", "training steps", type=arguments.step_count)
     flag("--batch-size", "batch_size", "pairs per step", type=arguments.batch_size)
@@ -127,6 +132,7 @@ def run(args):
             data=args.data,
             valid=args.valid,
             level=args.level,
+            merges=args.merges,
             seed=args.seed,
             out_dir=out,
             **{k: getattr(args, k) for k in schedule},
@@ -142,6 +148,11 @@ def run(args):
         f"{len(task.train)} training and {len(task.valid)} held-out pairs"
     )
     print(f"model: {model.num_parameters():,} parameters, {model.config}")
+    if trainer.config.data is not None:  # a user's corpus: can every held-out token be predicted?
+        coverage, warnings = corpus.coverage_report(task)
+        print(coverage)
+        for warning in warnings:
+            print(f"minitrans: warning: {warning}", file=sys.stderr)
     try:
         result = trainer.fit()
     except interrupt.TrainingInterrupted as stop:
@@ -156,10 +167,13 @@ def run(args):
     samples = task.valid[:5]
     _, predictions = evaluation.exact_match(model, task, samples)
     for (source, target), prediction in zip(samples, predictions):
-        mark = "ok " if prediction == task.tokenizer.join(task.tokenizer.split(target)) else "BAD"
+        mark = "ok " if prediction == evaluation.reference_text(task, target) else "BAD"
         print(f"  {mark} {source!r} -> {prediction!r}")
+    best = trainer.best_evaluation()
     print(
-        f"checkpoint: {trainer.checkpoint_path}"
+        f"checkpoint: {trainer.checkpoint_path} (last)"
+        + (f", {trainer.best_checkpoint_path()} (best held-out exact match, "
+           f"{best['exact_match']:.1%} at step {best['step']})" if best else "")
         + (f"; plots: {', '.join(figures)}" if figures else "")
     )
     return 0

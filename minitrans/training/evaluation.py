@@ -1,10 +1,17 @@
-"""Held-out metrics: loss, token accuracy, exact match and BLEU."""
+"""Held-out metrics: loss, token accuracy, exact match and BLEU.
+
+An <unk> in a prediction is never counted as right: the model wrote "I do
+not know this word", not the word. Token accuracy counts no <unk>
+prediction as correct (even where the reference's token is <unk> too), and
+exact match compares the decoded prediction with the reference's text,
+never with the reference mapped to <unk>s.
+"""
 
 import contextlib
 
 from minitrans import decoding
 from minitrans.core import backend
-from minitrans.data import BOS_ID, EOS_ID, pad
+from minitrans.data import BOS_ID, EOS_ID, UNK_ID, pad
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 
 
@@ -16,7 +23,8 @@ def teacher_forced_metrics(model, task, pairs, batch_size=256, label_smoothing=0
                     task is scored on: every target token, but for a
                     decoder-only task only the answer's (``answer_targets``),
                     as a prompt's tokens are random and cannot be predicted
-    token_accuracy: argmax predictions over those same tokens
+    token_accuracy: argmax predictions over those same tokens (an <unk>
+                    prediction is never correct)
     objective:      what the trainer minimises, on held-out pairs: label
                     smoothing ``label_smoothing`` over every target token (a
                     language model's prompt included), so its curve and the
@@ -39,7 +47,8 @@ def teacher_forced_metrics(model, task, pairs, batch_size=256, label_smoothing=0
         real = targets != model.config.pad_id
         tokens = float(real.sum())
         total_loss += float(loss_fn.forward(logits, targets)) * tokens
-        correct += float(((logits.argmax(axis=-1) == targets) & real).sum())
+        predicted = logits.argmax(axis=-1)
+        correct += float(((predicted == targets) & real & (predicted != UNK_ID)).sum())
         count += tokens
     return {"loss": total_loss / max(count, 1.0), "token_accuracy": correct / max(count, 1.0),
             "objective": total_objective / max(all_tokens, 1.0)}
@@ -103,14 +112,24 @@ def answer_targets(task, pairs, tgt_out, pad_id):
 
 def exact_match(model, task, pairs, max_len=None, beam_size=1):
     """The fraction of pairs whose output (greedy, or beam search with
-    ``beam_size`` > 1) equals the target exactly, and the predicted texts."""
+    ``beam_size`` > 1) equals the target exactly, and the predicted texts.
+
+    An output holding <unk> is never equal to its target, even to a target
+    whose text says "<unk>"."""
     if max_len is None:  # one token more than the longest target: room for <eos>
         max_len = 1 + max(len(task.tokenizer.split(tgt)) for _, tgt in pairs)
     predictions = predict(model, task, [src for src, _ in pairs], max_len, beam_size=beam_size)
     texts = [task.tokenizer.join(task.vocab.decode(ids)) for ids in predictions]
-    targets = [task.tokenizer.join(task.tokenizer.split(tgt)) for _, tgt in pairs]
-    hits = sum(text == target for text, target in zip(texts, targets))
+    targets = [reference_text(task, tgt) for _, tgt in pairs]
+    hits = sum(UNK_ID not in ids and text == target
+               for ids, text, target in zip(predictions, texts, targets))
     return hits / max(len(pairs), 1), texts
+
+
+def reference_text(task, target):
+    """A target as a right output reads: its whitespace made single spaces,
+    as the tokenizer's ``join(split(...))`` gives it (unchanged at char level)."""
+    return task.tokenizer.join(task.tokenizer.split(target))
 
 
 def attention_for(model, task, text, layer=-1):
@@ -131,13 +150,31 @@ def attention_for(model, task, text, layer=-1):
     return panel.keys, panel.queries, panel.weights[index]
 
 
-def corpus_bleu(hypotheses, references):
-    """Corpus BLEU (0 to 100) computed by sacrebleu on detokenised text."""
+# Text with fewer spaces than one per this many characters is scored by
+# characters: "2021-03-03" or "345201" is one word to sacrebleu's default
+# tokenizer, so one wrong digit would score like a wrong sentence.
+CHARACTERS_PER_SPACE = 20
+
+
+def bleu_tokenizer(references):
+    """The sacrebleu tokenizer that suits ``references`` (texts): "char" when
+    they hold fewer than one space per CHARACTERS_PER_SPACE characters (no
+    spaces to speak of: digits, dates, Chinese), else "13a", sacrebleu's
+    default, the WMT standard."""
+    characters = sum(len(text) for text in references)
+    spaces = sum(text.count(" ") for text in references)
+    return "char" if spaces * CHARACTERS_PER_SPACE < characters else "13a"
+
+
+def corpus_bleu(hypotheses, references, tokenize=None):
+    """Corpus BLEU (0 to 100) computed by sacrebleu on detokenised text, with
+    sacrebleu's ``tokenize`` (default: ``bleu_tokenizer(references)``)."""
     try:
         import sacrebleu
     except ImportError:
         raise RuntimeError('BLEU needs sacrebleu: pip install "minitrans[train]"') from None
-    return float(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    tokenize = tokenize or bleu_tokenizer(references)
+    return float(sacrebleu.corpus_bleu(hypotheses, [references], tokenize=tokenize).score)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ import dataclasses
 import os
 
 from minitrans.core import backend
-from minitrans.data import Tokenizer, Vocab
+from minitrans.data import BPE, Tokenizer, Vocab
 from minitrans.data.tasks import Task, load_task, task_from_tsv
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
@@ -31,6 +31,15 @@ TASK_DEFAULTS = {
         "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
                       target_exact_match=0.98),
     },
+    # A user's corpus (--data), tuned on 20,000 pairs of number words -> digits
+    # and of written dates -> ISO dates: the translate task's model, at half
+    # its learning rate (at the full rate held-out exact match swung between
+    # 53% and 95% on the dates).
+    "tsv": {
+        "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.1),
+        "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=0.5, eval_every=250,
+                      target_exact_match=0.98),
+    },
     "lm": {
         "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.0),
         "train": dict(steps=4000, batch_size=128, warmup=400, lr_factor=1.0, eval_every=250,
@@ -39,12 +48,21 @@ TASK_DEFAULTS = {
 }
 
 
-def build_task(train_config):
-    """The task a TrainConfig names: a built-in one, or one read from TSV."""
+def build_task(train_config, bpe=None):
+    """The task a TrainConfig names: a built-in one, or one read from TSV
+    (with the merges of ``bpe``, a ``data.BPE``, where given, instead of
+    learning them)."""
     if train_config.data is not None:
         return task_from_tsv(train_config.data, train_config.valid, level=train_config.level,
-                             seed=train_config.seed)
+                             merges=train_config.merges, seed=train_config.seed, bpe=bpe)
     return load_task(train_config.task, seed=train_config.seed)
+
+
+def stored_tokenizer(records):
+    """The Tokenizer a checkpoint's (checked) records describe; its merges
+    are in the record "bpe" at level "bpe"."""
+    level = records["task"]["level"]
+    return Tokenizer(level, BPE.from_json(records["bpe"]) if level == "bpe" else None)
 
 
 def model_config_for(task, **overrides):
@@ -56,7 +74,10 @@ def model_config_for(task, **overrides):
 
 
 def train_config_for(task_name, **overrides):
-    settings = dict(TASK_DEFAULTS.get(task_name, TASK_DEFAULTS["translate"])["train"])
+    """A TrainConfig for ``task_name`` (its defaults, those of "tsv" with
+    ``data``, then ``overrides``)."""
+    defaults = "tsv" if overrides.get("data") is not None else task_name
+    settings = dict(TASK_DEFAULTS.get(defaults, TASK_DEFAULTS["translate"])["train"])
     settings.update({key: value for key, value in overrides.items() if value is not None})
     return TrainConfig(task=task_name, **settings)
 
@@ -116,7 +137,8 @@ def read_run(path):
     checkpoint.require(
         path,
         records,
-        ["model_config", "train_config", "step", "optimizer_step", "history", "evaluations"],
+        ["model_config", "train_config", "task", "vocab", "step", "optimizer_step", "history",
+         "evaluations"],
         "records",
     )
     check_records(path, records, arrays)  # before a model of the sizes it names is built
@@ -140,7 +162,15 @@ def resume_from(saved, out_dir=None, changes=None, **trainer_options):
     if out_dir is None:
         out_dir = os.path.dirname(saved.path) or "."
     train_config = dataclasses.replace(saved.train_config, out_dir=str(out_dir), **changes)
-    task = build_task(train_config)
+    with checkpoint.reading(saved.path):
+        tokenizer = stored_tokenizer(saved.records)
+        vocab = Vocab.from_json(saved.records["vocab"])
+    task = build_task(train_config, bpe=tokenizer.bpe)  # the merges the model was trained with
+    if train_config.data is not None and task.vocab != vocab:  # the file has changed since
+        raise checkpoint.CheckpointError(
+            f"{saved.path}: the training data now gives another vocabulary than the "
+            f"checkpoint's ({len(task.vocab)} tokens, the checkpoint has {len(vocab)})"
+        )
     check_training_fits(saved.model_config, train_config, task)
     model = build_model(saved.model_config, train_config.seed)
     trainer = Trainer(model, task, train_config, **trainer_options)
@@ -170,7 +200,7 @@ def load_trained(path):
         model = build_model(config)
         checkpoint.load_parameters(model, arrays, path)
         info = records["task"]
-        task = Task(name=info["name"], kind=info["kind"], tokenizer=Tokenizer(info["level"]),
+        task = Task(name=info["name"], kind=info["kind"], tokenizer=stored_tokenizer(records),
                     vocab=Vocab.from_json(records["vocab"]), train=[], valid=[],
                     description=f"loaded from {path}")
     if len(task.vocab) != model.config.vocab_size:

@@ -15,9 +15,12 @@ import dataclasses
 import typing
 
 from minitrans.core import checks
+from minitrans.data.bpe import END
 from minitrans.data.tasks import KINDS
-from minitrans.data.vocab import SPECIAL_TOKENS, Tokenizer, Vocab
-from minitrans.model.config import LIMITS, ModelConfig
+from minitrans.data.tokenizer import LEVELS
+from minitrans.data.vocab import SPECIAL_TOKENS, Vocab
+from minitrans.model.config import ModelConfig
+from minitrans.model.config import LIMITS as MODEL_LIMITS
 from minitrans.training import untrusted
 from minitrans.training.trainer import TrainConfig
 
@@ -25,6 +28,9 @@ from minitrans.training.trainer import TrainConfig
 # many numbers fits in memory (2**31 numbers: 8 GB in float32). Each size
 # is held to ModelConfig's LIMITS.
 MAX_PARAMETERS = 2**31
+MAX_MERGES = 2**20  # the paper learns 37,000; a record of this many is still small to check
+MAX_SYMBOL = 2**12  # characters of one symbol of a merge: a whole word, at most
+LIMITS = {**MODEL_LIMITS, "merges": MAX_MERGES}
 MAX_STEP = 2**40
 # A config may describe this many numbers more than the file holds, so that a
 # few missing arrays are still named one by one once the model is built.
@@ -50,6 +56,7 @@ def check_records(path, records, arrays):
             if len(tokens) + len(SPECIAL_TOKENS) != size:
                 raise ValueError(f"vocab: {len(tokens) + len(SPECIAL_TOKENS)} tokens, "
                                  f"the model's vocab_size is {size}")
+        check_bpe_matches(records)
     except ValueError as error:  # CheckpointError (from parse_json) is a ValueError too
         raise untrusted.CheckpointError(f"{path}: malformed checkpoint, {error}") from None
 
@@ -106,7 +113,7 @@ def check_task(name, values):
     if not isinstance(values["name"], str):
         raise ValueError(f"{name}.name: expected a string, got {values['name']!r}")
     checks.check_choice(f"{name}.kind", values["kind"], KINDS)
-    checks.check_choice(f"{name}.level", values["level"], Tokenizer.LEVELS)
+    checks.check_choice(f"{name}.level", values["level"], LEVELS)
 
 
 def check_vocab(name, text):
@@ -123,6 +130,48 @@ def _vocab(text):
     if not isinstance(stored["tokens"], list):
         raise ValueError(f"vocab.tokens: expected a list, got {stored['tokens']!r}")
     return stored["tokens"]
+
+
+def check_bpe(name, text):
+    """The merges of a "bpe" tokenizer (a JSON text inside the JSON, as
+    ``data.BPE.to_json`` writes it): at most MAX_MERGES pairs of symbols,
+    each a non-empty string of at most MAX_SYMBOL characters, no whitespace."""
+    stored = untrusted.parse_json(name, "the merges' text", text)
+    _check_object(name, stored, ("kind", "end_of_word", "merges"))
+    for key, expected in (("kind", "bpe"), ("end_of_word", END)):
+        if stored[key] != expected:
+            raise ValueError(f"{name}.{key}: expected {expected!r}, got {stored[key]!r:.80}")
+    merges = stored["merges"]
+    if not isinstance(merges, list) or len(merges) > MAX_MERGES:
+        raise ValueError(f"{name}.merges: expected a list of at most {MAX_MERGES} merges, got "
+                         + (f"{len(merges)}" if isinstance(merges, list) else f"{merges!r:.80}"))
+    for index, pair in enumerate(merges):
+        where = f"{name}.merges[{index}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"{where}: expected a list of two symbols, got {pair!r:.80}")
+        for symbol in pair:
+            if not isinstance(symbol, str) or not 0 < len(symbol) <= MAX_SYMBOL \
+                    or symbol.split() != [symbol]:
+                raise ValueError(f"{where}: expected symbols of 1 to {MAX_SYMBOL} characters "
+                                 f"without whitespace, got {symbol!r:.80}")
+
+
+def check_bpe_matches(records):
+    """The merges are there exactly when the task's level is "bpe", and the
+    vocabulary holds every symbol they make (``corpus.vocabulary_extras``
+    puts them there): merges of another corpus would make tokens the model
+    has never seen."""
+    level = records.get("task", {}).get("level")
+    if level is not None and (level == "bpe") != ("bpe" in records):
+        raise ValueError(f"bpe: a record of merges {'is missing' if level == 'bpe' else 'is there'}"
+                         f" while the task's level is {level!r}")
+    if "bpe" in records and "vocab" in records:
+        tokens = set(_vocab(records["vocab"]))
+        merges = untrusted.parse_json("bpe", "the merges' text", records["bpe"])["merges"]
+        lacking = [left + right for left, right in merges if left + right not in tokens]
+        if lacking:
+            raise ValueError(f"bpe: {len(lacking)} of its merges make symbols the vocabulary "
+                             f"lacks, such as {lacking[0]!r:.80}")
 
 
 def check_step(name, value):
@@ -160,6 +209,7 @@ def check_evaluations(name, values):
 CHECKERS = {
     "format_version": check_step, "model_config": check_model_config,
     "train_config": check_train_config, "task": check_task, "vocab": check_vocab,
+    "bpe": check_bpe,
     "step": check_step, "optimizer_step": check_step, "rng": check_rng,
     "history": check_history, "evaluations": check_evaluations,
 }

@@ -47,7 +47,8 @@ class TrainConfig:
     task: str = "copy"  # a built-in task, or "translate" with data
     data: str = None  # a TSV file of "source<TAB>target" lines
     valid: str = None  # held-out TSV; default: a slice of data
-    level: str = "word"  # tokenisation of TSV data: "word" or "char"
+    level: str = "bpe"  # tokenisation of TSV data: "bpe" (sub-words), "char" or "word"
+    merges: int = 1000  # byte-pair merges learned from TSV data at level "bpe"
     steps: int = 1000
     batch_size: int = 64
     warmup: int = 400  # steps of linear learning-rate warm-up (paper: 4000)
@@ -66,6 +67,7 @@ class TrainConfig:
         for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
             checks.check_positive_int(name, getattr(self, name))
         checks.check_int("seed", self.seed, low=0)
+        checks.check_int("merges", self.merges, low=0)
         checks.check_int("workers", self.workers, low=1, allow_none=True)
         limit = min(MAX_WORKERS, self.batch_size)  # every worker needs an example of each batch
         if self.workers is not None and self.workers > limit:
@@ -207,7 +209,11 @@ class Trainer:
         return last
 
     def evaluate_and_save(self, log=None):
+        """Evaluate, save the checkpoint, and save it as ``best.npz`` too when
+        its held-out exact match beats every earlier evaluation's (a tie keeps
+        the earlier one: fewer steps, same score)."""
         metrics = self.evaluate()
+        best = max((e["exact_match"] for e in self.evaluations), default=-1.0)
         self.evaluations.append(metrics)
         (log or self.log)(
             f"step {self.step}: held-out loss {metrics['loss']:.4f}, token accuracy "
@@ -215,7 +221,19 @@ class Trainer:
             f"({metrics['pairs']} pairs)"
         )
         self.save(self.checkpoint_path)
+        if metrics["exact_match"] > best:
+            self.save(self.best_checkpoint_path())
         return metrics
+
+    def best_checkpoint_path(self):
+        """``best.npz`` beside the checkpoint: the evaluation of highest
+        held-out exact match so far."""
+        return os.path.join(os.path.dirname(self.checkpoint_path), "best.npz")
+
+    def best_evaluation(self):
+        """The evaluation that ``best.npz`` holds (the earliest of the highest
+        exact match), or None before the first."""
+        return max(self.evaluations, key=lambda e: e["exact_match"], default=None)
 
     def evaluate(self):
         pairs = self.task.valid[: self.config.eval_pairs]

@@ -1,9 +1,9 @@
 """What a trainer writes into its checkpoint and reads back from it.
 
 A checkpoint holds every parameter (``param/NAME``), Adam's moments
-(``optim/m/NAME``, ``optim/v/NAME``) and records: the configs, the task and
-its vocabulary, the step, the random-number rule, the loss history and the
-held-out evaluations. ``save`` writes them, ``restore`` loads them into a
+(``optim/m/NAME``, ``optim/v/NAME``) and records: the configs, the task,
+its vocabulary and byte-pair merges, the step, the random-number rule, the
+loss history and the held-out evaluations. ``save`` writes them, ``restore`` loads them into a
 trainer whose model has the same shapes, so that training goes on as if it
 had never stopped.
 """
@@ -17,8 +17,10 @@ ADAM_MOMENTS = ("optim/m/", "optim/v/")  # one of each for every parameter
 
 
 def records_of(trainer):
-    """The JSON records of ``trainer``'s checkpoint (a dict)."""
-    return {
+    """The JSON records of ``trainer``'s checkpoint (a dict); at level "bpe"
+    the record "bpe" holds the merges (``data.BPE.to_json``)."""
+    bpe = trainer.task.tokenizer.bpe
+    return {**({"bpe": bpe.to_json()} if bpe is not None else {}),
         "model_config": trainer.model.config.to_dict(),
         "train_config": dataclasses.asdict(trainer.config),
         "task": {
