@@ -1,6 +1,8 @@
 """``minitrans translate`` and ``minitrans evaluate``: use a trained
 encoder-decoder checkpoint."""
 
+import sys
+
 from minitrans.tools import arguments, text_input
 
 

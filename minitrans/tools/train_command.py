@@ -18,8 +18,8 @@ from minitrans.training.parallel import MAX_WORKERS
 def per_task(key):
     """The default of a train flag for each task, in words, read from
     ``experiment.TASK_DEFAULTS`` (else the TrainConfig or ModelConfig
-    default): "copy 2000, reverse 3000, translate 3000, lm 4000". Training on
-    --data takes translate's."""
+    default): "copy 2000, reverse 3000, translate 3000, --data 3000, lm 4000",
+    where "--data" stands for TASK_DEFAULTS' "tsv", a user's corpus."""
     from minitrans.model.config import ModelConfig
     from minitrans.training.experiment import TASK_DEFAULTS
     from minitrans.training.trainer import TrainConfig
@@ -30,18 +30,19 @@ def per_task(key):
               for task, sections in TASK_DEFAULTS.items()}
     if len(set(values.values())) == 1:
         return str(next(iter(values.values())))
-    return ", ".join(f"{task} {value}" for task, value in values.items())
+    return ", ".join(f"{'--data' if task == 'tsv' else task} {value}"
+                     for task, value in values.items())
 
 
 def add_parser(commands):
     train = commands.add_parser(
         "train", help="train a model on a toy task or a TSV corpus",
         description="Train a model on a built-in task or on your own TSV corpus. Sizes and "
-        "schedule default per task (shown below as 'copy 2000, reverse 3000, ...'); training "
-        "on --data takes translate's. Every --eval-every steps: held-out loss, token accuracy, "
-        "exact match and a checkpoint. A progress bar is drawn only when standard error is a "
-        "terminal; otherwise a line of training loss, learning rate and tokens/s per "
-        "evaluation.",
+        "schedule default per task (shown below as 'copy 2000, reverse 3000, ...'), and "
+        "training on your own corpus has its own ('--data ...'). Every --eval-every steps: "
+        "held-out loss, token accuracy, exact match and a checkpoint. A progress bar is drawn "
+        "only when standard error is a terminal; otherwise a line of training loss, learning "
+        "rate and tokens/s per evaluation.",
         formatter_class=arguments.HelpFormatter,
     )
 

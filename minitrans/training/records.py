@@ -19,8 +19,7 @@ from minitrans.data.bpe import END
 from minitrans.data.tasks import KINDS
 from minitrans.data.tokenizer import LEVELS
 from minitrans.data.vocab import SPECIAL_TOKENS, Vocab
-from minitrans.model.config import ModelConfig
-from minitrans.model.config import LIMITS as MODEL_LIMITS
+from minitrans.model.config import LIMITS, ModelConfig
 from minitrans.training import untrusted
 from minitrans.training.trainer import TrainConfig
 
@@ -30,7 +29,7 @@ from minitrans.training.trainer import TrainConfig
 MAX_PARAMETERS = 2**31
 MAX_MERGES = 2**20  # the paper learns 37,000; a record of this many is still small to check
 MAX_SYMBOL = 2**12  # characters of one symbol of a merge: a whole word, at most
-LIMITS = {**MODEL_LIMITS, "merges": MAX_MERGES}
+FIELD_LIMITS = {**LIMITS, "merges": MAX_MERGES}  # the sizes, and TrainConfig's merges
 MAX_STEP = 2**40
 # A config may describe this many numbers more than the file holds, so that a
 # few missing arrays are still named one by one once the model is built.
@@ -79,7 +78,7 @@ def check_fields(name, values, cls):
         if kind is bool:
             checks.check_bool(where, value)
         elif kind is int:
-            checks.check_int(where, value, low=0, high=LIMITS.get(key, MAX_STEP))
+            checks.check_int(where, value, low=0, high=FIELD_LIMITS.get(key, MAX_STEP))
         elif kind is float:
             checks.check_number(where, value, finite=key != "target_exact_match")
         elif not isinstance(value, str):

@@ -50,15 +50,15 @@ def default_folder(task, data=None):
 
 
 def checkpoints_in(folder):
-    """The checkpoint files (``*.npz``) in ``folder``, sorted; the temporary
-    files of an unfinished save do not count."""
+    """The checkpoint files (``*.npz``) in ``folder``: ``checkpoint.npz``
+    (a run's last step, the one to resume) first, then the others sorted;
+    the temporary files of an unfinished save do not count."""
     if not os.path.isdir(folder):
         return []
-    return sorted(
-        os.path.join(folder, name)
-        for name in os.listdir(folder)
-        if name.endswith(".npz") and not name.startswith(TEMP_PREFIX)
-    )
+    names = [name for name in os.listdir(folder)
+             if name.endswith(".npz") and not name.startswith(TEMP_PREFIX)]
+    names.sort(key=lambda name: (name != "checkpoint.npz", name))
+    return [os.path.join(folder, name) for name in names]
 
 
 def free_folder(folder):
