@@ -2,12 +2,13 @@
 
 import os
 
+from minitrans.data.tasks import TASKS
 from minitrans.tools import arguments
 
 
 def add_parser(commands):
     train = commands.add_parser("train", help="train a model on a toy task or a TSV corpus")
-    train.add_argument("task", choices=["copy", "reverse", "translate", "lm"])
+    train.add_argument("task", choices=list(TASKS))  # the task registry: data.tasks.TASKS
     train.add_argument("--data", help="training pairs, one 'source<TAB>target' per line (UTF-8)")
     train.add_argument("--valid", help="held-out pairs (default: a fixed slice of --data)")
     train.add_argument(

@@ -33,6 +33,16 @@ TASK_DEFAULTS = {
         "train": dict(steps=4000, batch_size=128, warmup=400, lr_factor=1.0, eval_every=250,
                       target_exact_match=0.99),
     },
+    "numbers": {
+        "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.0),
+        "train": dict(steps=4000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
+                      target_exact_match=0.99),
+    },
+    "dates": {
+        "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.0),
+        "train": dict(steps=4000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
+                      target_exact_match=0.99),
+    },
 }
 
 
