@@ -75,16 +75,8 @@ def train(corpus_path, folder, steps=None):
     ``folder`` (so its ``runs/`` lands there), echo its output on stderr, and
     return (exit status, output lines, wall seconds). ``steps`` (smoke runs
     only) adds ``--steps``."""
-    command = [
-        sys.executable,
-        "-m",
-        "minitrans",
-        "train",
-        "translate",
-        "--data",
-        str(corpus_path),
-        "--no-progress",
-    ]
+    command = [sys.executable, "-m", "minitrans", "train", "translate"]
+    command += ["--data", str(corpus_path), "--no-progress"]
     if steps is not None:
         command += ["--steps", str(steps)]
     path = os.environ.get("PYTHONPATH")  # this minitrans, installed or not

@@ -30,7 +30,7 @@ import minitrans
 from minitrans import decoding
 from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
-from minitrans.data import DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
+from minitrans.data import DataError, Tokenizer, Vocab, language_tasks, make_seq2seq_batch, read_tsv
 from minitrans.data.tasks import load_task, task_from_tsv
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.embedding import Embedding
@@ -456,6 +456,13 @@ CATALOGUE = [
     case(lambda f: load_checkpoint(f.checkpoint("extra.npz", extra_member)),
          CheckpointError, "extra.npz", "'notes.npy'", "not a checkpoint entry",
          id="checkpoint-unknown-member"),
+    # issue 15, real-language tasks
+    case(lambda f: language_tasks.number_pairs(backend.host_rng(0), 5, languages=("en", "xx")),
+         ValueError, "languages", "'xx'", "'de'", id="numbers-unknown-language"),
+    case(lambda f: language_tasks.number_pairs(backend.host_rng(0), 5, high=-1),
+         ValueError, "high", "-1", id="numbers-negative-high"),
+    case(lambda f: language_tasks.date_pairs(backend.host_rng(0), 5, formats=("longest",)),
+         ValueError, "formats", "'longest'", "'long'", id="dates-unknown-format"),
 ]
 
 
