@@ -144,7 +144,7 @@ def date_pairs(
     checks.check_int("count", count, low=0)
     if not locales or not formats:
         raise ValueError(
-            f"locales, formats: expected at least one of each, got {locales!r} " f"and {formats!r}"
+            f"locales, formats: expected at least one of each, got {locales!r} and {formats!r}"
         )
     for date_format in formats:
         checks.check_choice("formats", date_format, FORMAT_NAMES)
@@ -175,7 +175,7 @@ def date_alphabet(locales=DATE_LOCALES, formats=DATE_FORMATS):
 def _day_count(first, last):
     if not (isinstance(first, datetime.date) and isinstance(last, datetime.date)) or last < first:
         raise ValueError(
-            f"first, last: expected two dates with first <= last, got {first!r} " f"and {last!r}"
+            f"first, last: expected two dates with first <= last, got {first!r} and {last!r}"
         )
     return (last - first).days + 1
 
