@@ -277,3 +277,11 @@ def test_importing_minitrans_needs_neither_library(tmp_path):
         timeout=120,
     )
     assert result.stdout == "ok\n", result.stderr
+
+
+def test_the_task_targets_benchmark_checks_every_registered_task():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import task_targets
+
+    assert list(task_targets.TARGETS) == list(TASKS)
+    assert task_targets.TARGETS["numbers"][0] == task_targets.TARGETS["dates"][0] == 0.99
