@@ -8,7 +8,7 @@ from those listed before it:
     ops       softmax, sums, masks: array operations the layers share
     layers    one layer of Figure 1 per module, forward and backward
     model     the encoder, the decoder, the Transformer, the language model
-    data      vocabulary, tokenisers, batches, the toy tasks
+    data      vocabulary, tokenisers, batches, the toy and real-language tasks
     decoding  greedy, beam search, sampling
     training  optimisers, data parallelism, the trainer, checkpoints
     tools     gradient checks, exercises, plots, the command line

@@ -34,6 +34,7 @@ from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
 from minitrans.data import BPE, DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
 from minitrans.data.tsv import read_regular_file
+from minitrans.data import DataError, Tokenizer, Vocab, language_tasks, make_seq2seq_batch, read_tsv
 from minitrans.data.tasks import load_task, task_from_tsv
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.embedding import Embedding
@@ -524,6 +525,13 @@ CATALOGUE = [
     case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", record("bpe", "[[1, 2]]"))),
          CheckpointError, "odd.npz", "bpe", "expected a JSON object",
          id="checkpoint-bpe-not-merges"),
+    # issue 15, real-language tasks
+    case(lambda f: language_tasks.number_pairs(backend.host_rng(0), 5, languages=("en", "xx")),
+         ValueError, "languages", "'xx'", "'de'", id="numbers-unknown-language"),
+    case(lambda f: language_tasks.number_pairs(backend.host_rng(0), 5, high=-1),
+         ValueError, "high", "-1", id="numbers-negative-high"),
+    case(lambda f: language_tasks.date_pairs(backend.host_rng(0), 5, formats=("longest",)),
+         ValueError, "formats", "'longest'", "'long'", id="dates-unknown-format"),
 ]
 
 

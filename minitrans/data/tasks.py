@@ -13,6 +13,8 @@ The built-in tasks, generated here deterministically from a seed:
     reverse    ten random digits in, reversed out
     translate  toy English into a made-up language with different word order
     lm         two-digit sums "12+34=" -> "46" for a decoder-only model
+    numbers    digits to number words in three languages (data.language_tasks)
+    dates      dates written out in five languages to ISO 8601 (data.language_tasks)
 
 Validation sources never appear in the training data, so the validation
 score measures generalisation, not memory.
@@ -22,7 +24,7 @@ import dataclasses
 from typing import Callable, NamedTuple
 
 from minitrans.core import backend, checks
-from minitrans.data import corpus, toy_language
+from minitrans.data import corpus, language_tasks, toy_language
 from minitrans.data.batches import make_lm_batch, make_seq2seq_batch
 from minitrans.data.tokenizer import Tokenizer
 from minitrans.data.vocab import Vocab
@@ -182,6 +184,18 @@ def _addition_task(seed, num_train, num_valid):
     return Task("lm", "lm", tokenizer, vocab, train, valid, TASKS["lm"].description)
 
 
+def _language_task(name):
+    """The builder of a task in real language: its generator imports num2words
+    or babel (or says how to install it) only when the task is built."""
+    def build(seed, num_train, num_valid):
+        generator = language_tasks.GENERATORS[name]()
+        return _generated_task(name, "seq2seq", "char", generator.draw, generator.capacity,
+                               generator.alphabet, TASKS[name].description, seed, num_train,
+                               num_valid)
+
+    return build
+
+
 class TaskSpec(NamedTuple):
     description: str
     build: Callable  # build(seed, num_train, num_valid) -> Task
@@ -200,6 +214,8 @@ TASKS = {
     "lm": TaskSpec(
         "lm: a decoder-only model completes two-digit sums, '12+34=' -> '46'", _addition_task
     ),
+    "numbers": TaskSpec(language_tasks.NUMBERS_DESCRIPTION, _language_task("numbers")),
+    "dates": TaskSpec(language_tasks.DATES_DESCRIPTION, _language_task("dates")),
 }
 
 

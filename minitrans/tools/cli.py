@@ -1,6 +1,6 @@
 """The ``minitrans`` command line.
 
-    minitrans train copy|reverse|translate|lm [--data TRAIN.tsv [--valid VALID.tsv]] ...
+    minitrans train TASK [--data TRAIN.tsv [--valid VALID.tsv]] ...   (TASK: see train --help)
     minitrans translate --checkpoint FILE "text"     (or one sentence per stdin line)
     minitrans evaluate --checkpoint FILE --data TEST.tsv
     minitrans generate --checkpoint LM.npz "12+" [--temperature T --top-k K --top-p P]

@@ -10,6 +10,7 @@ import os
 import sys
 
 from minitrans.data import corpus
+from minitrans.data.tasks import TASKS
 from minitrans.model.config import LIMITS
 from minitrans.tools import arguments
 from minitrans.training.parallel import MAX_WORKERS
@@ -49,7 +50,7 @@ def add_parser(commands):
     def flag(name, key, meaning, **options):
         train.add_argument(name, **options, help=f"{meaning} (default: {per_task(key)})")
 
-    train.add_argument("task", choices=["copy", "reverse", "translate", "lm"],
+    train.add_argument("task", choices=list(TASKS),  # the registry: data.tasks.TASKS
                        help="the task (translate with --data: your own corpus)")
     train.add_argument("--data", help="training pairs, one 'source<TAB>target' per line (UTF-8) "
                        "(default: the task's own generated data)")
