@@ -32,9 +32,9 @@ import minitrans
 from minitrans import decoding
 from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
-from minitrans.data import BPE, DataError, Tokenizer, Vocab, make_seq2seq_batch, read_tsv
+from minitrans.data import (BPE, DataError, Tokenizer, Vocab, language_tasks, make_seq2seq_batch,
+                            read_tsv)
 from minitrans.data.tsv import read_regular_file
-from minitrans.data import DataError, Tokenizer, Vocab, language_tasks, make_seq2seq_batch, read_tsv
 from minitrans.data.tasks import load_task, task_from_tsv
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.embedding import Embedding

@@ -47,7 +47,7 @@ def test_the_date_corpus_is_written_dates_to_iso_dates_with_distinct_sources():
 
 def test_the_output_of_a_run_is_read():
     lines = [
-        "task tsv: tsv: translation pairs from numbers.tsv (char level); held out 2000 ...",
+        "task tsv: translation pairs from numbers.tsv (char level); held out 2000 ...",
         "step 500: held-out loss 0.1, token accuracy 99.0%, exact match 90.0% (1000 pairs)",
         "held-out exact match 97.3% on 2000 pairs after 1500 steps",
     ]
@@ -71,7 +71,7 @@ def test_a_smoke_run_trains_on_both_corpora_and_prints_the_table(tmp_path, capsy
     assert "| corpus (first pair) | pairs | level chosen | steps |" in table
     for name in ("numbers", "dates"):
         assert len(read_tsv(keep / f"{name}.tsv")) == 200
-        assert (keep / name / "runs" / "translate" / "checkpoint.npz").exists()
+        assert (keep / name / "runs" / name / "checkpoint.npz").exists()  # runs/<data stem>
         row = next(line for line in table.splitlines() if line.startswith(f"| {name} "))
         assert "| 200 |" in row and "| 3 |" in row and "not judged (smoke run)" in row
     with pytest.raises(SystemExit):  # the kept folder is not overwritten

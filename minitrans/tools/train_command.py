@@ -146,7 +146,7 @@ def run(args):
         trainer = experiment.new_trainer(train_config, sizes, progress=progress)
     task, model = trainer.task, trainer.model
     print(
-        f"task {task.name}: {task.description}; "
+        f"task {task.description}; "
         f"{len(task.train)} training and {len(task.valid)} held-out pairs"
     )
     print(f"model: {model.num_parameters():,} parameters, {model.config}")
