@@ -6,8 +6,8 @@ Run from the repository root, after `pip install ".[train,data]"`:
     python benchmarks/task_targets.py --tasks copy,translate   # some of them
     python benchmarks/task_targets.py --output results.md      # also write the report to a file
 
-The report (Markdown) goes to standard output; progress bars and the
-trainer's evaluation lines go to standard error. See benchmarks/README.md.
+The report (Markdown) goes to standard output; the progress bars (on a
+terminal) and the trainer's evaluation lines go to standard error. See benchmarks/README.md.
 """
 
 import argparse
@@ -61,7 +61,9 @@ def run_task(name, steps, folder):
     config = experiment.train_config_for(
         name, seed=SEED, out_dir=os.path.join(folder, name), **overrides
     )
-    trainer = experiment.new_trainer(config)
+    # a bar only on a terminal, as the train command draws it: in a log file
+    # the trainer writes one line of loss, learning rate and tokens/s per evaluation
+    trainer = experiment.new_trainer(config, progress=sys.stderr.isatty())
     start = time.perf_counter()
     # The trainer prints its evaluations on stdout through the progress bar;
     # send them to stderr so that stdout holds only the report.
