@@ -9,20 +9,23 @@ running anything.
 
     python lessons/build.py                 # every lesson
     python lessons/build.py 05 07           # lessons whose name starts with 05 or 07
+    python lessons/build.py --site [DIR]    # the course as a website, in DIR (build/site)
 
-Needs ``pip install ".[dev]"`` (jupytext, nbclient, ipykernel).
+Running the lessons needs ``pip install ".[dev]"`` (jupytext, nbclient,
+ipykernel). The website is made from the stored notebooks, without running
+them, by Sphinx with the configuration in ``lessons/site/``; it needs
+``pip install ".[site]"``.
 """
 
 import pathlib
+import shutil
 import sys
 import tempfile
 import time
 
-import jupytext
-import nbclient
-from jupyter_client.manager import KernelManager
-
 LESSONS = pathlib.Path(__file__).resolve().parent
+SITE_CONFIG = LESSONS / "site"
+SITE_DEFAULT = LESSONS.parent / "build" / "site"
 TIMEOUT = 300  # seconds per cell
 
 
@@ -35,6 +38,11 @@ def lesson_sources(prefixes=()):
 
 def execute(source):
     """Run a lesson in a fresh kernel; returns the executed notebook."""
+    # Imported here: building the website needs none of them.
+    import jupytext
+    import nbclient
+    from jupyter_client.manager import KernelManager
+
     notebook = jupytext.read(source)
     notebook.metadata["jupytext"] = {"formats": "ipynb,py:percent"}
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -48,8 +56,49 @@ def execute(source):
     return notebook
 
 
-def main(prefixes):
-    for source in lesson_sources(prefixes):
+def site_index(readme, lessons):
+    """The site's home page: lessons/README.md (its table of contents links to
+    the notebooks, which MyST turns into links between pages), followed by a
+    hidden table of contents that gives the sidebar every lesson in order."""
+    toctree = "\n".join(["", "```{toctree}", ":hidden:", ":maxdepth: 1", "",
+                          *(lesson.stem for lesson in lessons), "```", ""])
+    return readme.rstrip("\n") + "\n" + toctree
+
+
+def build_site(out):
+    """Build the course as a static website into the folder ``out`` (index.html
+    at its root) from the stored notebooks, which are not run again. Sphinx reads
+    a temporary copy of them, so that nothing it writes lands in lessons/."""
+    from sphinx.cmd.build import build_main
+
+    notebooks = [source.with_suffix(".ipynb") for source in lesson_sources()]
+    missing = [n.name for n in notebooks if not n.exists()]
+    if missing:
+        raise SystemExit(f"build.py: no stored notebook {missing}: python lessons/build.py first")
+    with tempfile.TemporaryDirectory() as folder:
+        source = pathlib.Path(folder)
+        for notebook in notebooks:
+            shutil.copy(notebook, source / notebook.name)
+        readme = (LESSONS / "README.md").read_text(encoding="utf-8")
+        (source / "index.md").write_text(site_index(readme, notebooks), encoding="utf-8")
+        # -c: the configuration stays in lessons/site/; -W: a warning (a broken link,
+        # a missing image) fails the build; -q: only warnings and errors are printed.
+        status = build_main(["-b", "html", "-q", "-W", "-c", str(SITE_CONFIG),
+                             "-d", str(source / ".doctrees"), str(source), str(out)])
+    if status:
+        raise SystemExit(f"build.py: Sphinx failed (exit status {status})")
+
+
+def main(arguments):
+    if arguments[:1] == ["--site"]:
+        out = pathlib.Path(arguments[1]) if len(arguments) > 1 else SITE_DEFAULT
+        start = time.perf_counter()
+        build_site(out)
+        print(f"site: {time.perf_counter() - start:.1f} s, open {out / 'index.html'}")
+        return
+    import jupytext
+
+    for source in lesson_sources(arguments):
         start = time.perf_counter()
         notebook = execute(source)
         target = source.with_suffix(".ipynb")
