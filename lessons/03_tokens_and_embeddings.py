@@ -35,6 +35,19 @@ corpus = [
 ]
 
 # %% [markdown]
+# **You are here**: the two embeddings at the bottom of Figure 1, where token
+# ids become vectors of $d_\text{model}$ numbers. The drawing is the paper's
+# base model (Table 3), made from its `ModelConfig`.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(paper_config, highlight="embedding", ax=ax)
+plt.show()
+
+# %% [markdown]
 # ## Characters, words or something in between
 #
 # The simplest choices are characters and whole words. Each has a cost:

@@ -35,6 +35,19 @@ minitrans.set_dtype("float64")
 print("backend:", minitrans.core.backend.backend_name(), "| default dtype:", minitrans.get_dtype())
 
 # %% [markdown]
+# **You are here**: the positional encoding, added to the embeddings before
+# the first layer of each stack. The drawing is the paper's base model
+# (Table 3), made from its `ModelConfig`.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(paper_config, highlight="positional", ax=ax)
+plt.show()
+
+# %% [markdown]
 # ## Attention alone has no sense of order
 #
 # Take the embeddings of "dog bites man" and of "man bites dog" and pass each

@@ -39,6 +39,20 @@ print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.b
       "| dtype:", minitrans.get_dtype())
 
 # %% [markdown]
+# **You are here**: scaled dot-product attention is the heart of every
+# Multi-Head Attention box; the encoder's self-attention is highlighted, and
+# the decoder's two attention boxes compute the same function. The drawing is the
+# paper's base model (Table 3), made from its `ModelConfig`.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(paper_config, highlight="self_attn", ax=ax)
+plt.show()
+
+# %% [markdown]
 # ## Queries, keys and values: a search engine
 #
 # Think of typing into a search engine.

@@ -33,6 +33,20 @@ from minitrans.ops.softmax import masked_softmax, softmax
 print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name())
 
 # %% [markdown]
+# **You are here**: the causal mask lives in the decoder's masked
+# self-attention; the padding masks, written in red beside every attention
+# box, apply everywhere. The drawing is the paper's base model (Table 3), made
+# from its `ModelConfig`.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(paper_config, highlight="masked_self_attn", ax=ax)
+plt.show()
+
+# %% [markdown]
 # ## Two masks
 #
 # In minitrans a mask is a boolean array that broadcasts to the scores

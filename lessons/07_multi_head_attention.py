@@ -29,6 +29,27 @@ print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.b
       "| dtype:", minitrans.get_dtype())
 
 # %% [markdown]
+# **You are here**: inside all three kinds of Multi-Head Attention box; below
+# it, the split of $d_\text{model}$ into $h$ heads and the merge back, with the
+# shapes that this lesson reproduces by hand. The drawing is the paper's base
+# model (Table 3), made from its `ModelConfig`.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(paper_config, highlight=("self_attn", "masked_self_attn", "cross_attn"), ax=ax)
+plt.show()
+
+# %%
+from minitrans.tools.diagram_flows import draw_head_split
+
+_, ax = plt.subplots(figsize=(12, 6))
+draw_head_split(paper_config, ax=ax)
+plt.show()
+
+# %% [markdown]
 # ## The formula (§3.2.2)
 #
 # $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O,

@@ -33,6 +33,19 @@ from minitrans import MultiHeadAttention, ScaledDotProductAttention, padding_mas
 PAD = 0  # the id of <pad>, as in the rest of minitrans
 
 # %% [markdown]
+# **You are here**: the decoder's middle attention box, whose keys and values
+# come from the encoder's output, the memory. The drawing is the paper's base
+# model (Table 3), made from its `ModelConfig`.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(paper_config, highlight="cross_attn", ax=ax)
+plt.show()
+
+# %% [markdown]
 # ## Queries from one sequence, keys and values from another
 #
 # Multi-head attention (§3.2.2, lesson 7) is the same function as before,

@@ -35,6 +35,27 @@ import minitrans
 from minitrans import AddNorm, FeedForward, LayerNorm
 
 # %% [markdown]
+# **You are here**: the Add & Norm boxes and the residual paths around every
+# sub-layer; below it, the path of one token through an encoder layer, with
+# the size of its vector at each step. The drawing is the paper's base model
+# (Table 3), made from its `ModelConfig`.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(paper_config, highlight="add_norm", ax=ax)
+plt.show()
+
+# %%
+from minitrans.tools.diagram_flows import draw_token_path
+
+_, ax = plt.subplots(figsize=(12, 4.5))
+draw_token_path(paper_config, ax=ax)
+plt.show()
+
+# %% [markdown]
 # ## The residual connection
 #
 # A residual connection adds a block's input to its output:

@@ -35,6 +35,19 @@ from minitrans.decoding import apply_temperature, draw, top_k_filter, top_p_filt
 from minitrans.ops.softmax import softmax
 
 # %% [markdown]
+# **You are here**: the feed-forward network of every layer, and the linear
+# map and softmax at the top of the decoder. The drawing is the paper's base
+# model (Table 3), made from its `ModelConfig`.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(paper_config, highlight=("feed_forward", "output"), ax=ax)
+plt.show()
+
+# %% [markdown]
 # ## The position-wise feed-forward network
 #
 # §3.3 defines it as two linear maps with a ReLU between them:

@@ -60,6 +60,19 @@ print(config)
 print(f"\n{model.num_parameters():,} parameters")
 
 # %% [markdown]
+# Drawn from the config itself, with its sizes: `draw_architecture(config)`
+# returns a matplotlib Figure, or draws into the axes `ax` it is given (here
+# pyplot's, which the notebook shows); `highlight=` greys all but the named
+# parts, as at the top of lessons 3 to 10.
+
+# %%
+from minitrans.tools.diagrams import draw_architecture
+
+_, ax = plt.subplots(figsize=(9, 10))
+draw_architecture(config, ax=ax)
+plt.show()
+
+# %% [markdown]
 # Every parameter has a qualified name: the path of attributes from the model
 # down to the layer, then the name of the array. The attributes are named
 # after the paper: `self_attn`, `cross_attn` and `feed_forward` are the
