@@ -18,6 +18,7 @@ them, by Sphinx with the configuration in ``lessons/site/``; it needs
 """
 
 import pathlib
+import re
 import shutil
 import sys
 import tempfile
@@ -27,6 +28,8 @@ LESSONS = pathlib.Path(__file__).resolve().parent
 SITE_CONFIG = LESSONS / "site"
 SITE_DEFAULT = LESSONS.parent / "build" / "site"
 TIMEOUT = 300  # seconds per cell
+# A link to a lesson notebook in Markdown, "](05_scaled_dot_product_attention.ipynb)": its stem.
+LESSON_LINK = re.compile(r"\]\((\d\d_\w+)\.ipynb\)")
 
 
 def lesson_sources(prefixes=()):
@@ -56,13 +59,37 @@ def execute(source):
     return notebook
 
 
+def course_parts(readme):
+    """The course's parts in reading order, as lessons/README.md lists them:
+    ``[(heading, [lesson stem, ...]), ...]``. Every ``## `` heading starts a
+    part, whose lessons are the notebooks its table links (``NN_name.ipynb``),
+    in the table's order; a section that links none (the introduction) is no
+    part. The README is the one place that says which lesson is on the main
+    path and which in the appendix; the site's sidebar follows it."""
+    parts = []
+    for section in re.split(r"^## ", readme, flags=re.MULTILINE)[1:]:
+        heading = section.splitlines()[0].strip()
+        stems = LESSON_LINK.findall(section)
+        if stems:
+            parts.append((heading, stems))
+    return parts
+
+
 def site_index(readme, lessons):
     """The site's home page: lessons/README.md (its table of contents links to
-    the notebooks, which MyST turns into links between pages), followed by a
-    hidden table of contents that gives the sidebar every lesson in order."""
-    toctree = "\n".join(["", "```{toctree}", ":hidden:", ":maxdepth: 1", "",
-                          *(lesson.stem for lesson in lessons), "```", ""])
-    return readme.rstrip("\n") + "\n" + toctree
+    the notebooks, which MyST turns into links between pages), followed by one
+    hidden table of contents per part of the course (the main path, the
+    appendix), which gives the sidebar every lesson in order under its part's
+    heading. A lesson that the README does not list is an error: it would be
+    missing from the sidebar."""
+    parts = course_parts(readme)
+    listed = [stem for _, stems in parts for stem in stems]
+    unlisted = sorted({lesson.stem for lesson in lessons} - set(listed))
+    if unlisted:
+        raise SystemExit(f"build.py: lessons/README.md does not list {unlisted}")
+    toctrees = ["\n".join(["", "```{toctree}", ":hidden:", ":maxdepth: 1", f":caption: {heading}",
+                            "", *stems, "```", ""]) for heading, stems in parts]
+    return readme.rstrip("\n") + "\n" + "".join(toctrees)
 
 
 def build_site(out):
