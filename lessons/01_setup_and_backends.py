@@ -152,7 +152,7 @@ with minitrans.using(dtype="float64"):
     print(format_table(check_layer(layer64, x64)))
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * Layers get their array namespace `xp` from the backend: the same code runs
 #   on NumPy, CuPy and the strict test backend.
@@ -162,4 +162,7 @@ with minitrans.using(dtype="float64"):
 # * A layer is a forward and a backward side by side, and a gradient check
 #   proves the backward right.
 #
-# **Next:** lesson 2, softmax and why attention divides by $\sqrt{d_k}$.
+# ## Next
+#
+# [Lesson 2](02_softmax_and_similarity.ipynb), softmax and why attention
+# divides by $\sqrt{d_k}$.

@@ -355,7 +355,7 @@ def my_softmax(z):
 result = check_softmax(my_softmax)
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * Softmax turns scores into positive weights that sum to one; subtracting
 #   the row maximum first changes nothing mathematically and avoids `inf`
@@ -370,5 +370,7 @@ result = check_softmax(my_softmax)
 #   saturates the softmax and starves it of gradient; dividing by
 #   $\sqrt{d_k}$ keeps the scores at unit variance.
 #
-# **Next:** lesson 3, tokens and embeddings: how text becomes the vectors that
-# attention compares.
+# ## Next
+#
+# [Lesson 3](03_tokens_and_embeddings.ipynb), tokens and embeddings: how text
+# becomes the vectors that attention compares.

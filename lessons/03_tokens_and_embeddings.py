@@ -406,7 +406,7 @@ with minitrans.using(dtype="float64"):
     print(format_table(check_layer(layer64, ids64)))
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * Characters give short vocabularies and long sequences, words the
 #   opposite plus unknown words; sub-words (BPE) learn the middle ground by
@@ -420,5 +420,7 @@ with minitrans.using(dtype="float64"):
 #   $1/d_\text{model}$ into entries of variance 1, the same size as the
 #   positional encodings they are added to.
 #
-# **Next:** lesson 4, positional encoding: how the model learns where each
-# token is.
+# ## Next
+#
+# [Lesson 4](04_positional_encoding.ipynb), positional encoding: how the model
+# learns where each token is.

@@ -381,7 +381,7 @@ def my_positional_encoding(max_len, d_model):
 result = check_positional_encoding(my_positional_encoding)
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * Self-attention is permutation equivariant: without position information,
 #   a Transformer sees a bag of vectors.
@@ -396,4 +396,7 @@ result = check_positional_encoding(my_positional_encoding)
 #   `max_len` rows and refuses longer sequences with a clear error; its
 #   backward passes the gradient through.
 #
-# **Next:** lesson 5, scaled dot-product attention: queries, keys and values.
+# ## Next
+#
+# [Lesson 5](05_scaled_dot_product_attention.ipynb), scaled dot-product
+# attention: queries, keys and values.

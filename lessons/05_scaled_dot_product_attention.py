@@ -437,7 +437,7 @@ def my_attention(Q, K, V, mask):
 check_attention(my_attention);
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * A query is compared with every key by a dot product; the softmax of the
 #   scaled scores gives weights that sum to 1; the output is the weighted
@@ -454,5 +454,7 @@ check_attention(my_attention);
 #   head of a sentence when the scores' spread allows it, because NumPy's
 #   maximum of each short row costs more than the exponentials.
 #
-# **Next:** lesson 6, masks: how the decoder is kept from reading the future,
-# and how padding is ignored.
+# ## Next
+#
+# [Lesson 6](06_masks.ipynb), masks: how the decoder is kept from reading the
+# future, and how padding is ignored.

@@ -317,8 +317,9 @@ plt.show()
 # nothing more.) The projections $W^Q, W^K, W^V$ of a real decoder (next
 # lesson) act on each position separately, so they do not break this: the
 # whole decoder stack is causal.
-#
-# ## What you should now understand
+
+# %% [markdown]
+# ## Summary
 #
 # * A mask is a boolean array, `True` = may attend, that broadcasts to the
 #   scores: `causal_mask` $(T, T)$, `padding_mask` $(B, 1, T)$,
@@ -334,5 +335,7 @@ plt.show()
 # * With the causal mask, earlier outputs are independent of later inputs:
 #   exactly, or up to float32 rounding when a later token moves the shift.
 #
-# **Next:** lesson 7, multi-head attention: several attentions side by side,
-# each with its own projections.
+# ## Next
+#
+# [Lesson 7](07_multi_head_attention.ipynb), multi-head attention: several
+# attentions side by side, each with its own projections.

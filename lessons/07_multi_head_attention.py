@@ -387,7 +387,7 @@ with minitrans.using(dtype="float64"):
     print(format_table(results))
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * Multi-head attention runs $h$ attentions of size $d_k = d_\text{model}/h$
 #   side by side, concatenates their outputs and mixes them with $W^O$.
@@ -406,5 +406,7 @@ with minitrans.using(dtype="float64"):
 #   keeps four `Linear` layers, as Figure 2 draws them, because the fused
 #   product gained only about 1% of a step.
 #
-# **Next:** lesson 8, cross-attention: the decoder's queries read the
-# encoder's output.
+# ## Next
+#
+# [Lesson 8](08_cross_attention.ipynb), cross-attention: the decoder's queries
+# read the encoder's output.

@@ -314,7 +314,7 @@ with minitrans.using(dtype="float64"):
     print("all pass:", all(r.passed for r in results))
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * Cross-attention is multi-head attention with queries from the decoder,
 #   $(B, T_\text{tgt}, d_\text{model})$, and keys and values from the encoder
@@ -328,4 +328,7 @@ with minitrans.using(dtype="float64"):
 # * The backward returns `(dx, dmemory)`; the memory's gradient sums its key
 #   and value paths.
 #
-# **Next:** lesson 9, residual connections and layer normalisation.
+# ## Next
+#
+# [Lesson 9](09_residual_and_layer_norm.ipynb), residual connections and layer
+# normalisation.

@@ -424,7 +424,7 @@ def my_layernorm(x, gamma, beta, eps):
 check_layernorm(my_layernorm);
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * A residual connection $y = x + F(x)$ has the Jacobian $I + \partial F /
 #   \partial x$: the backward adds the upstream gradient to what the branch
@@ -438,4 +438,7 @@ check_layernorm(my_layernorm);
 #   pre-norm, $x + \text{Dropout}(F(\text{LayerNorm}(x)))$, keeps the residual
 #   path a pure identity and needs a final norm at the end of a stack.
 #
-# **Next:** lesson 10, the feed-forward network and the output layer.
+# ## Next
+#
+# [Lesson 10](10_feed_forward_and_output.ipynb), the feed-forward network and
+# the output layer.

@@ -448,7 +448,7 @@ def my_top_p(probs, p):
 check_top_p(my_top_p);
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * $\text{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$, Linear -> ReLU -> Linear,
 #   maps each position on its own, with the same weights at every position,
@@ -462,5 +462,8 @@ check_top_p(my_top_p);
 # * Greedy takes the most probable word; top-k and top-p cut the unlikely tail
 #   and renormalise; temperature sharpens or flattens before sampling.
 #
-# **Next:** lesson 11, backpropagation by hand and gradient checking: where
-# the backwards of these layers come from, and how a check catches a wrong one.
+# ## Next
+#
+# [Lesson 11](11_backprop_and_gradient_checking.ipynb), backpropagation by
+# hand and gradient checking: where the backwards of these layers come from,
+# and how a check catches a wrong one.

@@ -644,7 +644,7 @@ def my_attention_backward(Q, K, V, P, dout):
 check_attention_backward(my_attention_backward);
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * A backward computes $J^\top dy$ without building $J$; for softmax,
 #   $J = \operatorname{diag}(y) - yy^\top$ gives $dz = y \odot (dy - \sum dy \odot y)$.
@@ -660,5 +660,7 @@ check_attention_backward(my_attention_backward);
 #   with a random upstream gradient, randomised parameters and more than one
 #   row, and it needs care at kinks.
 #
-# **Next:** lesson 12, the whole model: Figure 1 assembled, teacher forcing,
-# and a gradient check of everything at once.
+# ## Next
+#
+# [Lesson 12](12_the_whole_model.ipynb), the whole model: Figure 1 assembled,
+# teacher forcing, and a gradient check of everything at once.

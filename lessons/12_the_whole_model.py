@@ -411,7 +411,7 @@ print(f"{lm.num_parameters():,} parameters:", dict(count_by(lm, 1)))
 print("logits:", lm.forward(tgt_in).shape)
 
 # %% [markdown]
-# ## What you should now understand
+# ## Summary
 #
 # * `Transformer(ModelConfig(...))` is Figure 1: two embeddings, an encoder,
 #   a decoder and a generator, with named parameters; the paper's base model
@@ -426,4 +426,7 @@ print("logits:", lm.forward(tgt_in).shape)
 #   recomputing the prefix.
 # * The whole model's gradient checks out, loss, padding and dropout included.
 #
-# **Next:** lesson 13, Adam and the warm-up learning-rate schedule.
+# ## Next
+#
+# [Lesson 13](13_adam_and_warmup.ipynb), Adam and the warm-up learning-rate
+# schedule.

@@ -400,8 +400,9 @@ plt.show()
 # Below the limit nothing changes; above it the norm is exactly 1 and the
 # direction is the same (cosine 1). Clipping each tensor separately would not
 # keep the direction: it would shrink some tensors more than others.
-#
-# ## What you should now understand
+
+# %% [markdown]
+# ## Summary
 #
 # * Adam keeps running means $m$ of $g$ and $v$ of $g^2$, corrects their
 #   start-at-zero bias, and moves each weight by about
@@ -417,5 +418,7 @@ plt.show()
 # * Clipping by the global norm caps the length of an update without changing
 #   its direction.
 #
-# **Next:** lesson 14, training on copy and on translation: the model, its
-# loss, Adam and the schedule together.
+# ## Next
+#
+# [Lesson 14](14_training_copy_and_translation.ipynb), training on copy and on
+# translation: the model, its loss, Adam and the schedule together.

@@ -501,8 +501,9 @@ plt.show()
 # particles `ka` and `ro`, which translate no English word, spread their
 # attention (about half of it on the first word of the subject and of the
 # object, `the` and `a`).
-#
-# ## What you should now understand
+
+# %% [markdown]
+# ## Summary
 #
 # * `train_config_for` + `new_trainer` + `fit()` run the paper's training
 #   loop: teacher-forced batches, label-smoothed loss, backward, clipping,
@@ -519,4 +520,7 @@ plt.show()
 #   $\log P / ((5 + |Y|)/6)^\alpha$; it fixes search errors, not model
 #   errors, and on this easy task it gives the same translations as greedy.
 #
-# **Next:** lesson 15, fast decoding with the key/value cache.
+# ## Next
+#
+# [Lesson 15](15_fast_decoding_kv_cache.ipynb), fast decoding with the
+# key/value cache.

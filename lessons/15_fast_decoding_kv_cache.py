@@ -276,8 +276,9 @@ print("the weights themselves: about 63 million numbers, 240 MiB (lesson 12)")
 # attention, Shazeer 2019). The cache is worth its memory for any
 # auto-regressive Transformer: without it, generating $L$ tokens costs
 # $O(L^2)$ position computations instead of $O(L)$.
-#
-# ## What you should now understand
+
+# %% [markdown]
+# ## Summary
 #
 # * Because of the causal mask, the activations, keys and values of a
 #   decoded position never change when later tokens are appended.
@@ -293,5 +294,7 @@ print("the weights themselves: about 63 million numbers, 240 MiB (lesson 12)")
 #   per position for the base model; for long sequences and large batches
 #   it can exceed the weights.
 #
-# **Next:** lesson 16, decoder-only language models: the same parts, without
-# the encoder.
+# ## Next
+#
+# [Lesson 16](16_decoder_only_language_models.ipynb), decoder-only language
+# models: the same parts, without the encoder.

@@ -443,8 +443,9 @@ plt.show()
 # found useful, often not the nearest one. The row of the subject noun,
 # which must predict the verb, splits its weight about evenly between the
 # noun itself and the determiner before it.
-#
-# ## What you should now understand
+
+# %% [markdown]
+# ## Summary
 #
 # * A decoder-only language model is the Transformer's decoder without
 #   cross-attention, and without an encoder: embedding, $N$ layers of masked
@@ -460,8 +461,14 @@ plt.show()
 #   variety through the temperature, and top-k and top-p cut the unlikely
 #   tail.
 #
-# **Next:** this is the last lesson. From here: run `minitrans train lm`
-# for the full two-digit addition run, train a translator on your own
-# sentence pairs with `minitrans train translate --data pairs.tsv`, or
-# re-derive one backward of your choice and check it with `minitrans
-# gradcheck`.
+# ## Next
+#
+# This ends the main path: you have built every part of the Transformer,
+# checked its gradients, trained it and decoded with it. The appendix is
+# about engineering: whether the model computes what the paper means, and
+# how it uses two CPU cores. It starts with
+# [Lesson 17](17_checking_against_pytorch.ipynb), checking against PyTorch:
+# the whole model, gradients and Adam compared with an independent
+# implementation. Or go straight to practice: `minitrans train lm` trains a
+# decoder-only model on two-digit sums, and `minitrans train translate
+# --data pairs.tsv` a translator on your own sentence pairs.

@@ -452,7 +452,13 @@ print("logits of from_torch(torch_model) vs torch_model:",
 # PyTorch side (mixed precision, another optimiser, a bigger model), the
 # checks of this lesson tell you whether the two still compute the same thing.
 #
-# ## What you should now understand
+# **Try it:** compare `minitrans.LayerNorm` with `torch.nn.LayerNorm` by hand,
+# as section 2 did for attention (hint: PyTorch's `eps` must match
+# `norm.eps`), or run section 3 with `pre_norm=True` or
+# `tie_embeddings=True` in the config.
+
+# %% [markdown]
+# ## Summary
 #
 # * A gradient check proves the backward matches the forward; comparing with
 #   an independent implementation also proves the forward is the intended
@@ -468,7 +474,8 @@ print("logits of from_torch(torch_model) vs torch_model:",
 # * Adam with the paper's schedule takes the same steps in both, so a model
 #   can move to PyTorch (`to_torch`) and back (`from_torch`) mid-training.
 #
-# **Try it:** compare `minitrans.LayerNorm` with `torch.nn.LayerNorm` by hand,
-# as section 2 did for attention (hint: PyTorch's `eps` must match
-# `norm.eps`), or run section 3 with `pre_norm=True` or
-# `tie_embeddings=True` in the config.
+# ## Next
+#
+# [Lesson 18](18_data_parallelism.ipynb), data parallelism: one gradient
+# from two halves of a batch, computed on two CPU cores, and the step from
+# there to `DistributedDataParallel` on many GPUs.

@@ -248,3 +248,31 @@ print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one"
 # is now the plain mean of the halves, the wrong one. A gradient check
 # proves a backward right for its forward; whether the forward computes the
 # right thing needs a comparison with something independent (lesson 17).
+
+# %% [markdown]
+# ## Summary
+#
+# * The loss of a batch is the mean over its real tokens, so it is the sum
+#   of its shards' mean losses weighted by $n_s / n$, their share of the
+#   real tokens, not by $1/S$; so is its gradient.
+# * `DataParallel` runs each shard's backward started at $n_s / n$ and adds
+#   the results: the same gradient as the whole batch in float64, and the
+#   one central differences find.
+# * A replica shares the model's parameter arrays, so optimiser steps reach
+#   it for free, and keeps its own caches, gradients and dropout seeds, so
+#   two threads never write to the same array.
+# * NumPy's matrix products use every core but its element-wise work uses
+#   one; two workers with one BLAS thread each keep two cores busy for the
+#   whole step. The Trainer uses two on any CPU, so that a run gives
+#   the same numbers on every machine, and one on a GPU.
+# * On many GPUs, adding the gradients becomes an all-reduce; the weighted
+#   sum is the same.
+#
+# ## Next
+#
+# This is the end of the course. From here: train a translator on your own
+# sentence pairs with `minitrans train translate --data pairs.tsv`, run
+# `minitrans train lm` for the decoder-only model that learns two-digit
+# sums, re-derive one backward of your choice and check it with
+# `minitrans gradcheck`, or carry a model to PyTorch (lesson 17) and train
+# it on several GPUs.

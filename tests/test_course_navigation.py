@@ -37,7 +37,7 @@ def last_cell(source):
     text = source.read_text(encoding="utf-8")
     markers = list(re.finditer(r"^# %%.*$", text, flags=re.MULTILINE))
     assert markers, f"{source.name} has no cells"
-    body = text[markers[-1].end():].strip("\n")
+    body = text[markers[-1].end() :].strip("\n")
     lines = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in body.splitlines()]
     return markers[-1].group(0), "\n".join(lines)
 
