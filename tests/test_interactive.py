@@ -214,3 +214,36 @@ def test_every_control_changes_the_drawing_in_chromium(tmp_path):
             browser.quit()
     finally:
         server.shutdown()
+
+
+def test_attention_data_is_every_layer_and_head_of_decode_and_attend(tmp_path):
+    """One frame per (sentence, layer, head), each the panel's (T_q, T_k) map."""
+    import minitrans
+    from minitrans.training import attention_maps, experiment
+    from minitrans.training.trainer import TrainConfig
+
+    config = TrainConfig(
+        task="copy",
+        steps=1,
+        batch_size=8,
+        warmup=1,
+        eval_every=1,
+        eval_pairs=4,
+        out_dir=str(tmp_path),
+    )
+    sizes = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.0}
+    with minitrans.using("numpy", dtype="float32"):
+        trainer = experiment.new_trainer(config, sizes, progress=False, log=lambda m: None)
+        model, task = trainer.model, trainer.task
+        figure = figures.attention_figure(model, task, ["0123", "987"])
+        panels = [
+            attention_maps.decode_and_attend(model, task, t)[0]["cross"] for t in ("0123", "987")
+        ]
+    assert [c["values"] for c in figure.spec["controls"]] == [["0123", "987"], [1], [1, 2]]
+    for n, frame in enumerate(figure.spec["frames"]):
+        panel = panels[n // 2]
+        assert frame["cols"] == panel.keys and frame["rows"] == panel.queries
+        assert np.allclose(frame["matrix"], panel.weights[0, n % 2], atol=1e-3)
+    assert "<select" in figure.to_html() and 'type="range"' not in figure.to_html()
+    with pytest.raises(ValueError, match="kind: expected one of"):
+        figures.attention_figure(model, task, ["0"], kind="sideways")

@@ -8,6 +8,7 @@ exactly what the library computes.
 - ``positional_offsets_figure``: PE(pos).PE(pos + k) against k, by d_model (lesson 4)
 - ``learning_rate_figure``: the warm-up schedule, by warmup and d_model (lesson 13)
 - ``sampling_filters_figure``: top-k then top-p on a next-token distribution (lesson 16)
+- ``attention_figure``: a trained model's attention, by sentence, layer and head (lesson 14)
 """
 
 import math
@@ -17,6 +18,7 @@ from minitrans.decoding.sampling import top_k_filter, top_p_filter
 from minitrans.layers.positional import sinusoidal_table
 from minitrans.ops.softmax import softmax
 from minitrans.tools.interactive import SliderFigure, rounded
+from minitrans.training.attention_maps import decode_and_attend
 from minitrans.training.optim import transformer_lr
 
 TEMPERATURES = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -192,4 +194,39 @@ def sampling_filters_figure(logits, labels, ks=None, ps=(0.5, 0.7, 0.8, 0.9, 0.9
         xlabel="token",
         ylabel="probability",
         start=[len(ks) - 1, len(ps) - 1],
+    )
+
+
+def attention_figure(model, task, texts, kind="cross"):
+    """Heat maps of a trained model's attention, one frame per (sentence,
+    layer, head), chosen from three menus. Each text is decoded greedily and
+    rerun by ``training.attention_maps.decode_and_attend``; ``kind`` is
+    "cross" (output over source), "decoder" or "encoder". Row i of a map,
+    (T_q, T_k), is what the query at position i looked at; it sums to 1."""
+    panels = [decode_and_attend(model, task, text)[0] for text in texts]
+    if kind not in panels[0]:
+        raise ValueError(f"kind: expected one of {sorted(panels[0])}, got {kind!r}")
+    layers, heads = panels[0][kind].weights.shape[:2]  # (N, h, T_q, T_k)
+    frames = []
+    for text_panels in panels:
+        panel = text_panels[kind]
+        for layer in range(layers):
+            for head in range(heads):
+                frames.append(
+                    {
+                        "matrix": rounded(panel.weights[layer, head], digits=3),
+                        "rows": panel.queries,
+                        "cols": panel.keys,
+                    }
+                )
+    return SliderFigure(
+        f"Attention ({kind}): rows produced, columns read",
+        [
+            ("sentence", list(texts)),
+            ("layer", list(range(1, layers + 1))),
+            ("head", list(range(1, heads + 1))),
+        ],
+        frames,
+        kind="heatmap",
+        menu=True,
     )
