@@ -248,6 +248,23 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
+# Dividing the scores by a *temperature* $T$ is the same as multiplying them
+# by $1/T$: move the slider below (a figure drawn in the page; in JupyterLab
+# it moves only in a trusted notebook, one you ran yourself) and watch the
+# same five logits go from one-hot ($T = 0.1$) to nearly uniform ($T = 10$).
+# The picture under it is the same figure at three temperatures, for viewers
+# that do not run scripts.
+
+# %%
+from IPython.display import display
+from minitrans.tools.interactive_figures import scaled_scores_figure, softmax_temperature_figure
+
+temperature_figure = softmax_temperature_figure([2.0, 1.0, 0.5, 0.0, -1.0])
+display(temperature_figure)
+temperature_figure.static(pyplot=True)
+plt.show()
+
+# %% [markdown]
 # A one-hot softmax is bad for learning, because its Jacobian
 # $\operatorname{diag}(y) - yy^\top$ is then nearly zero (see above): the
 # gradient that should tell $W_Q$ and $W_K$ how to change the scores
@@ -303,6 +320,17 @@ right.set_ylabel(r"median Jacobian norm $\|J\|_F$")
 right.set_title("...and its gradient vanishes")
 right.legend()
 plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The same experiment as a slider over $d_k$: the sorted weights of a query
+# over 8 keys, averaged over 500 queries, without (blue) and with (orange)
+# the division by $\sqrt{d_k}$.
+
+# %%
+scale_figure = scaled_scores_figure()
+display(scale_figure)
+scale_figure.static(pyplot=True)
 plt.show()
 
 # %% [markdown]

@@ -290,6 +290,23 @@ print(f"largest spread of PE[pos] . PE[pos + k] over pos, for any k < 60: {sprea
 # distance $k$ ahead and behind: the dot product alone measures distance,
 # not direction. The rotation $M_k$ above does know the direction.
 #
+# How does the curve depend on $d_\text{model}$? Move the slider (it moves in
+# the page, or in JupyterLab in a trusted notebook; the picture under it is
+# the same figure at three sizes): with more pairs, hence more and longer
+# wavelengths, the similarity falls faster from $k = 0$ and stays low for
+# longer. The values are divided by $d_\text{model}/2$, so $k = 0$ gives 1.
+
+# %%
+from IPython.display import display
+from minitrans.tools.interactive_figures import positional_offsets_figure
+
+offsets_figure = positional_offsets_figure()
+display(offsets_figure)
+offsets_figure.static(pyplot=True)
+plt.show()
+
+# %% [markdown]
+#
 # ## Longer sequences than in training
 #
 # The formula gives a vector for any position, even one never seen in

@@ -281,6 +281,21 @@ for d_model, warmup in [(512, 1000), (512, 4000), (512, 8000), (64, 4000)]:
 # train for a few hundred to a few thousand steps, so they use a shorter
 # warm-up (`--warmup`, 400 by default) and a `--lr-factor`.
 #
+# Try it with two sliders, warm-up and $d_\text{model}$ (they move in the
+# page, or in JupyterLab in a trusted notebook; the picture under the figure
+# shows three warm-ups at $d_\text{model} = 256$):
+
+# %%
+from IPython.display import display
+from minitrans.tools.interactive_figures import learning_rate_figure
+
+schedule_figure = learning_rate_figure()
+display(schedule_figure)
+schedule_figure.static(pyplot=True)
+plt.show()
+
+# %% [markdown]
+#
 # ## 6. Why warm up?
 #
 # A large learning rate at step 1 seems harmless with Adam, whose steps are

@@ -490,6 +490,21 @@ fig.colorbar(image, ax=ax, label="attention weight")
 plt.show()
 
 # %% [markdown]
+# Every layer and head, for three sentences: pick them from the menus (they
+# work in the page, or in JupyterLab in a trusted notebook; the picture under
+# the figure shows the first layer and head of each sentence).
+
+# %%
+from IPython.display import display
+from minitrans.tools.interactive_figures import attention_figure
+
+attention_choices = attention_figure(model, task, [sentence, "some red birds chase the cat",
+                                                   "a clever fox helped the small dogs"])
+display(attention_choices)
+attention_choices.static(pyplot=True)
+plt.show()
+
+# %% [markdown]
 # Read it row by row, against the rules of the made-up language. Write down,
 # for each output word, the source word with the brightest cell: the nouns
 # `vesko` (dog) and `mirra` (cat) look at their English nouns; the adjectives

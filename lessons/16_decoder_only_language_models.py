@@ -318,6 +318,26 @@ for prompt in ["", "the big dogs", "a clever fox did not"]:
     print(f"{prompt:>22} | {' '.join(vocab.decode(minitrans.to_numpy(new[0])))}")
 
 # %% [markdown]
+# Before sampling, the two filters on the model's own next-token distribution
+# after "the big dog": its 12 most probable words (the softmax is taken over
+# these 12), then what is left after `top_k_filter(k)` and `top_p_filter(p)`
+# of `minitrans.decoding.sampling`. Move the sliders (they move in the page,
+# or in JupyterLab in a trusted notebook; the picture under the figure shows
+# k = 1, 6 and 12 at p = 1):
+
+# %%
+from IPython.display import display
+from minitrans.tools.interactive_figures import sampling_filters_figure
+
+ids = minitrans.to_device(np.array([[BOS_ID] + vocab.encode("the big dog".split())]))  # (1, T)
+last_logits = minitrans.to_numpy(lm.forward(ids)[0, -1])  # (V,)
+top = np.argsort(-last_logits)[:12]  # the 12 most probable words
+filters_figure = sampling_filters_figure(last_logits[top], [vocab.tokens[i] for i in top])
+display(filters_figure)
+filters_figure.static(pyplot=True)
+plt.show()
+
+# %% [markdown]
 # Greedy decoding gives one sentence per prompt, always the same.
 # `strategy="sample"` draws each token instead, after the steps of lesson 10:
 # divide the logits by the temperature $\tau$, keep the `top_k` largest,
