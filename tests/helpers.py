@@ -1,5 +1,6 @@
 """Helpers shared by the tests (import with ``from helpers import ...``)."""
 
+import importlib.util
 import re
 import warnings
 from contextlib import contextmanager
@@ -44,3 +45,12 @@ def warnings_as_errors():
             "ignore", message="invalid value encountered in matmul", category=RuntimeWarning
         )
         yield
+
+
+def load_module(path, name):
+    """The Python file at ``path`` imported as a module called ``name``: the
+    lessons' builder and solutions are scripts, not part of the package."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -8,23 +8,16 @@ had a "## Next" section (a bold "**Next:**" line at most, without a link),
 lesson 16 called itself the last lesson, and the README had no appendix."""
 
 import collections
-import importlib.util
 import pathlib
 import re
 
 import pytest
+from helpers import load_module
 
 LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
 
 
-def _build_module():
-    spec = importlib.util.spec_from_file_location("lessons_build", LESSONS / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build = _build_module()
+build = load_module(LESSONS / "build.py", "lessons_build")
 SOURCES = build.lesson_sources()
 README = (LESSONS / "README.md").read_text(encoding="utf-8")
 PARTS = build.course_parts(README)

@@ -1,10 +1,10 @@
 """The exercise checkers pass the solutions and fail wrong answers."""
 
-import importlib.util
 import pathlib
 
 import numpy as np
 import pytest
+from helpers import load_module
 
 from minitrans.tools.exercises import CHECKERS
 
@@ -15,9 +15,7 @@ def _solution_functions():
     """{checker name: solution function} from every lessons/solutions/*.py."""
     found = {}
     for path in sorted(SOLUTIONS.glob("*.py")):
-        spec = importlib.util.spec_from_file_location(f"solutions_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = load_module(path, f"solutions_{path.stem}")
         found.update({name: getattr(module, name) for name in CHECKERS if hasattr(module, name)})
     return found
 

@@ -9,6 +9,7 @@ import pathlib
 import re
 
 import pytest
+from helpers import load_module
 
 LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
 jupytext = pytest.importorskip(
@@ -17,14 +18,7 @@ jupytext = pytest.importorskip(
 pytest.importorskip("nbclient", reason="the lesson tests need the dev extra (nbclient)")
 
 
-def _build_module():
-    spec = importlib.util.spec_from_file_location("lessons_build", LESSONS / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build = _build_module()
+build = load_module(LESSONS / "build.py", "lessons_build")
 SOURCES = build.lesson_sources()
 
 # "import torch", "from torch import ..." or "from minitrans.interop.torch import ..." on a line
