@@ -30,6 +30,8 @@ SITE_DEFAULT = LESSONS.parent / "build" / "site"
 TIMEOUT = 300  # seconds per cell
 # A link to a lesson notebook in Markdown, "](05_scaled_dot_product_attention.ipynb)": its stem.
 LESSON_LINK = re.compile(r"\]\((\d\d_\w+)\.ipynb\)")
+# Pages of the site that are not lessons (Markdown in lessons/), under their own sidebar heading.
+REFERENCE = ("Reference", ["glossary"])
 
 
 def lesson_sources(prefixes=()):
@@ -79,8 +81,8 @@ def site_index(readme, lessons):
     """The site's home page: lessons/README.md (its table of contents links to
     the notebooks, which MyST turns into links between pages), followed by one
     hidden table of contents per part of the course (the main path, the
-    appendix), which gives the sidebar every lesson in order under its part's
-    heading. A lesson that the README does not list is an error: it would be
+    appendix) and one for the reference pages (the glossary), which gives the
+    sidebar every page in order under its heading. A lesson that the README does not list is an error: it would be
     missing from the sidebar."""
     parts = course_parts(readme)
     listed = [stem for _, stems in parts for stem in stems]
@@ -88,7 +90,7 @@ def site_index(readme, lessons):
     if unlisted:
         raise SystemExit(f"build.py: lessons/README.md does not list {unlisted}")
     toctrees = ["\n".join(["", "```{toctree}", ":hidden:", ":maxdepth: 1", f":caption: {heading}",
-                            "", *stems, "```", ""]) for heading, stems in parts]
+                            "", *stems, "```", ""]) for heading, stems in parts + [REFERENCE]]
     return readme.rstrip("\n") + "\n" + "".join(toctrees)
 
 
@@ -106,6 +108,8 @@ def build_site(out):
         source = pathlib.Path(folder)
         for notebook in notebooks:
             shutil.copy(notebook, source / notebook.name)
+        for page in REFERENCE[1]:
+            shutil.copy(LESSONS / f"{page}.md", source / f"{page}.md")
         readme = (LESSONS / "README.md").read_text(encoding="utf-8")
         (source / "index.md").write_text(site_index(readme, notebooks), encoding="utf-8")
         # -c: the configuration stays in lessons/site/; -W: a warning (a broken link,

@@ -1,0 +1,165 @@
+"""The course's bilingual glossary, lessons/glossary.md (issue 16, point 6).
+
+The glossary is one Markdown table: English term, 中文, meaning, lessons (links
+to NN_name.ipynb), minitrans name. These tests read it as a table and check
+what a reader relies on: every cell filled, Chinese really in Chinese, every
+lesson link leading to a lesson, every minitrans name existing in the package,
+no term twice, at least 60 terms, and every lesson taught by some term. Each
+check is also shown failing on a planted bad row. Before issue 16 there was no
+glossary: every test here failed (the file did not exist)."""
+
+import functools
+import html
+import importlib
+import pathlib
+import pkgutil
+import re
+
+import minitrans
+
+LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
+GLOSSARY = LESSONS / "glossary.md"
+COLUMNS = ["English", "中文", "meaning", "lessons", "in minitrans"]
+LESSON_LINK = re.compile(r"\[[^\]]*\]\((\d\d_\w+)\.ipynb\)")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+NO_NAME = "—"
+
+
+def table_rows(text):
+    """The table's rows as lists of cells, stripped, without the header and the
+    ``| --- |`` rule; ``\\|`` inside a cell is a literal bar, and HTML entities
+    (``&lt;pad&gt;``) are read as the characters they stand for."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(lines) >= 2, "the glossary has no table"
+    header = split_row(lines[0])
+    assert header == COLUMNS, f"the table's columns are {header}, not {COLUMNS}"
+    assert set(lines[1].replace("|", "").split()) == {"---"}, "no '| --- |' rule under the header"
+    return [split_row(line) for line in lines[2:]]
+
+
+def split_row(line):
+    cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+    return [html.unescape(cell.replace("\\|", "|")).strip() for cell in cells]
+
+
+@functools.lru_cache(maxsize=None)
+def package_modules():
+    """Every module of minitrans that imports here (interop needs torch), but
+    ``minitrans.__main__``, which runs the command line when imported."""
+    modules = []
+    for info in pkgutil.walk_packages(minitrans.__path__, "minitrans."):
+        if info.name == "minitrans.__main__":
+            continue
+        try:
+            modules.append(importlib.import_module(info.name))
+        except ImportError:
+            continue
+    return modules
+
+
+def name_exists(name):
+    """``Name`` or ``Name.attribute`` is defined in some module of minitrans."""
+    first, *rest = name.split(".")
+    for module in package_modules():
+        thing = getattr(module, first, None)
+        if thing is None:
+            continue
+        for part in rest:
+            thing = getattr(thing, part, None)
+        if thing is not None:
+            return True
+    return False
+
+
+def row_problems(row):
+    """What is wrong with one row, as readable sentences (empty when nothing)."""
+    if len(row) != len(COLUMNS):
+        return [f"{row[:1]}: {len(row)} cells, not {len(COLUMNS)}"]
+    term, chinese, meaning, lessons, name = row
+    problems = [f"{term!r}: empty {column}" for column, cell in zip(COLUMNS, row) if not cell]
+    if chinese and not CJK.search(chinese):
+        problems.append(f"{term!r}: no Chinese characters in {chinese!r}")
+    stems = LESSON_LINK.findall(lessons)
+    if lessons and not stems:
+        problems.append(f"{term!r}: no link to a lesson in {lessons!r}")
+    for stem in stems:
+        if not (LESSONS / f"{stem}.ipynb").exists():
+            problems.append(f"{term!r}: links {stem}.ipynb, which is no lesson")
+    if name and name != NO_NAME:
+        code = re.fullmatch(r"`([A-Za-z_][\w.]*)`", name)
+        if not code:
+            problems.append(f"{term!r}: the minitrans name {name!r} is not one `name`")
+        elif not name_exists(code.group(1)):
+            problems.append(f"{term!r}: minitrans has no {code.group(1)}")
+    return problems
+
+
+def glossary_problems(text):
+    """Every problem of a whole glossary: its rows', repeated terms, too few
+    terms, lessons that no term links."""
+    rows = table_rows(text)
+    problems = [problem for row in rows for problem in row_problems(row)]
+    terms = [row[0].lower() for row in rows]
+    problems += [
+        f"{term!r} appears twice" for term in sorted({t for t in terms if terms.count(t) > 1})
+    ]
+    if len(rows) < 60:
+        problems.append(f"only {len(rows)} terms, not at least 60")
+    linked = {stem for row in rows if len(row) > 3 for stem in LESSON_LINK.findall(row[3])}
+    lessons = {p.stem for p in LESSONS.glob("[0-9][0-9]_*.ipynb")}
+    problems += [f"no term links {stem}" for stem in sorted(lessons - linked)]
+    return problems
+
+
+TEXT = GLOSSARY.read_text(encoding="utf-8")
+
+
+def test_the_glossary_has_no_problem():
+    assert glossary_problems(TEXT) == []
+
+
+def test_the_terms_are_in_alphabetical_order():
+    terms = [row[0].lstrip("<").lower() for row in table_rows(TEXT)]
+    assert terms == sorted(terms)
+
+
+def planted(row):
+    """The glossary with one more row, ``row`` being its Markdown line."""
+    return TEXT.rstrip("\n") + "\n" + row + "\n"
+
+
+def test_a_row_without_chinese_is_caught():
+    bad = planted(
+        "| zebra | zebra | A planted term. | [5](05_scaled_dot_product_attention.ipynb) | — |"
+    )
+    assert glossary_problems(bad) == ["'zebra': no Chinese characters in 'zebra'"]
+    empty = planted(
+        "| zebra |  | A planted term. | [5](05_scaled_dot_product_attention.ipynb) | — |"
+    )
+    assert glossary_problems(empty) == ["'zebra': empty 中文"]
+
+
+def test_a_link_to_a_missing_lesson_is_caught():
+    bad = planted("| zebra | 斑马 | A planted term. | [19](19_zebras.ipynb) | — |")
+    assert glossary_problems(bad) == ["'zebra': links 19_zebras.ipynb, which is no lesson"]
+
+
+def test_a_name_minitrans_lacks_is_caught():
+    bad = planted(
+        "| zebra | 斑马 | A planted term. | [7](07_multi_head_attention.ipynb) | `Zebra` |"
+    )
+    assert glossary_problems(bad) == ["'zebra': minitrans has no Zebra"]
+    method = planted(
+        "| zebra | 斑马 | A planted term. | [7](07_multi_head_attention.ipynb) "
+        "| `Transformer.gallop` |"
+    )
+    assert glossary_problems(method) == ["'zebra': minitrans has no Transformer.gallop"]
+
+
+def test_a_repeated_term_and_an_unlinked_lesson_are_caught():
+    twice = planted("| Softmax | 软最大 | Again. | [2](02_softmax_and_similarity.ipynb) | — |")
+    assert glossary_problems(twice) == ["'softmax' appears twice"]
+    rows = [line for line in TEXT.splitlines() if line.startswith("|")]
+    without_17 = "\n".join(line for line in rows if "17_checking" not in line)
+    assert "no term links 17_checking_against_pytorch" in glossary_problems(without_17)
+    assert not any("only" in p for p in glossary_problems(without_17))
