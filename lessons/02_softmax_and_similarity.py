@@ -362,9 +362,11 @@ print("weights:", attention.attention_weights.shape,
 # %% [markdown]
 # ## Exercise: write softmax
 #
-# Write `my_softmax(z)` for a 2-D array `z` of shape $(B, V)$: a softmax over
-# the last axis, stable for logits as large as 1000. The checker compares it
-# with minitrans's softmax on rows whose logits reach $\pm 1000$.
+# Write `my_softmax(z)` for an array `z` of shape $(B, V)$ (or $(B, T, V)$): a
+# softmax over the last axis, stable for logits as large as 1000. The checker
+# tries several cases (random sizes, a batch of one, a 3-D batch, logits that
+# reach 1000, float32) against a softmax it computes row by row with
+# `math.exp`, and names the first case that fails.
 # (`z.max(axis=-1, keepdims=True)` keeps the axis, so the subtraction
 # broadcasts row by row.) The skeleton below returns zeros, so the checker
 # says "not yet"; replace its body. The solution is in

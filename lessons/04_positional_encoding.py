@@ -379,9 +379,10 @@ with minitrans.using(dtype="float64"):
 #
 # Write `my_positional_encoding(max_len, d_model)`, returning the
 # $(\texttt{max_len}, d_\text{model})$ NumPy array of the formula above. The
-# checker uses an **odd** $d_\text{model} = 17$: features $0, 2, \dots, 16$ are
-# sines and $1, 3, \dots, 15$ cosines, so the last feature is a sine with no
-# partner. Hints: `np.arange(max_len)[:, None]` gives a column of positions;
+# checker tries several sizes, among them an **odd** $d_\text{model}$ (for 17,
+# features $0, 2, \dots, 16$ are sines and $1, 3, \dots, 15$ cosines, so the
+# last feature is a sine with no partner), against a table it fills entry by
+# entry with `math.sin` and `math.cos`. Hints: `np.arange(max_len)[:, None]` gives a column of positions;
 # for feature $j$ the exponent uses $2i = j - (j \bmod 2)$. The solution is in
 # `solutions/04_positional_encoding.py`.
 

@@ -415,11 +415,13 @@ print("softmax_in_place (spread 1002 > 60, so each row's own max):\n", softmax_i
 # * `Q` is $(B, T_q, d_k)$, `K` is $(B, T_k, d_k)$, `V` is $(B, T_k, d_v)$;
 #   return the $(B, T_q, d_v)$ output.
 # * `mask` is a boolean array that broadcasts to the scores $(B, T_q, T_k)$,
-#   `True` where a query may attend. The checker passes a $(B, 1, T_k)$ mask
-#   in which the last two keys of the second sequence are padding. Masked
+#   `True` where a query may attend. The checker tries padding masks
+#   $(B, 1, T_k)$, a causal mask, a batch of one, large scores, float32, and a
+#   query whose every key is masked, which must get a zero output. Masked
 #   keys must get a weight of exactly 0: replace their scores by $-\infty$
-#   before the softmax (`np.where(mask, scores, -np.inf)`). Lesson 6 explains
-#   why $-\infty$.
+#   before the softmax (`np.where(mask, scores, -np.inf)`), and give a row
+#   with no finite score zero weights instead of NaN. Lesson 6 explains why
+#   $-\infty$ (a fill of $-10^9$ fails the fully masked case).
 # * Subtract each row's maximum before `np.exp`, as in lesson 2.
 #
 # The skeleton returns zeros of the right shape, so the checker runs and says

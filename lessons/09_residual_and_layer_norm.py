@@ -409,7 +409,8 @@ with minitrans.using(dtype="float64"):
 # Write `my_layernorm(x, gamma, beta, eps)` for an input of any shape
 # $(\dots, d)$: the mean and the (biased, divide-by-$d$) variance over the last
 # axis, then $\gamma \odot \hat{x} + \beta$. Use plain NumPy. The checker
-# compares it with `minitrans.LayerNorm` on a $(2, 3, 6)$ input.
+# tries 3-D and 2-D inputs, a batch of one, a constant row (variance 0),
+# float32, against statistics it computes row by row with `math.fsum`.
 
 # %%
 from minitrans.tools.exercises import check_layernorm

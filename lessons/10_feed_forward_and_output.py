@@ -432,8 +432,9 @@ plt.show()
 # summing to 1: in each row keep the most probable words while the mass of
 # the words *before* them (in descending order) is below $p$, set the others
 # to 0, and renormalise the row. `np.argsort`, `np.cumsum` and
-# `np.take_along_axis` (or a loop over rows) will do. The checker compares it
-# with `top_p_filter` on three rows, among them the worked example.
+# `np.take_along_axis` (or a loop over rows) will do. The checker tries random
+# rows, float32, a batch of one, a row whose top word alone holds $p$, and
+# $p = 1$, against a nucleus it builds row by row with a sorted loop.
 
 # %%
 from minitrans.tools.exercises import check_top_p

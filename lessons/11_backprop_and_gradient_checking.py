@@ -588,8 +588,10 @@ with minitrans.using(dtype="float64"):
 # ## 7. Exercises
 #
 # Write each backward in plain NumPy (float64 arrays in, arrays out) and run
-# the checker below it, which compares your result with minitrans's backward
-# on random inputs and prints the relative error and, if it is wrong, a hint.
+# the checker below it, which compares your result on several cases (random
+# sizes, padding and fully masked rows, a batch of one, float32) with a
+# backward it computes through each row's full Jacobian, and names the first
+# case that fails with its relative error and a hint.
 # The skeletons run but return zeros, so the checkers say "not yet".
 # Solutions are in `solutions/11_backprop_and_gradient_checking.py`.
 #

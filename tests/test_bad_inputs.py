@@ -47,6 +47,7 @@ from minitrans.layers.positional import PositionalEncoding
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
+from minitrans.tools import exercises
 from minitrans.tools.text_input import input_lines
 from minitrans.training import evaluation, experiment
 from minitrans.training.checkpoint import CheckpointError, load_checkpoint, load_parameters
@@ -532,6 +533,11 @@ CATALOGUE = [
          ValueError, "high", "-1", id="numbers-negative-high"),
     case(lambda f: language_tasks.date_pairs(backend.host_rng(0), 5, formats=("longest",)),
          ValueError, "formats", "'longest'", "'long'", id="dates-unknown-format"),
+    # issue 16, exercise checkers
+    case(lambda f: exercises.check_softmax(lambda z: z, quiet=True, seed=-1), ValueError,
+         "seed", "non-negative integer", "-1", id="exercise-negative-seed"),
+    case(lambda f: exercises.check_top_p(lambda q, p: q, quiet=True, seed=1.5), ValueError,
+         "seed", "non-negative integer", "1.5", id="exercise-seed-not-an-integer"),
 ]
 
 
