@@ -87,8 +87,17 @@ def test_generate_draws_different_samples_from_a_flat_distribution(checkpoints, 
     assert status == 0 and len(set(lines)) > 1
 
 
+def test_generate_reports_invalid_utf8_on_standard_input(checkpoints, capsys, monkeypatch):
+    """generate read standard input as text, so a byte that is not UTF-8 became
+    a replacement character and then <unk>, without a word (translate reported it)."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"1+\n2\xe9+\n")))
+    status, _, err = command(capsys, "generate", "--checkpoint", checkpoints["lm"])
+    assert status == 1 and len(err) == 1
+    assert "standard input, line 2" in err[0] and "invalid UTF-8" in err[0] and "0xe9" in err[0]
+
+
 def test_generate_reads_a_prompt_per_line_of_standard_input(checkpoints, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "stdin", io.StringIO("1+\n23+4\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"1+\n23+4\n")))
     status, lines, _ = command(
         capsys, "generate", "--checkpoint", checkpoints["lm"], "--samples", "2", "--max-tokens", "3"
     )

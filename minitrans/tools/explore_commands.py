@@ -9,9 +9,8 @@ draws the attention maps of a greedily decoded text, for both model kinds.
 """
 
 import os
-import sys
 
-from minitrans.tools import arguments
+from minitrans.tools import arguments, text_input
 
 
 def add_generate_parser(commands):
@@ -113,9 +112,7 @@ def generate(args):
             "a decoder-only model)"
         )
     rng = backend.device_rng(args.seed)  # one generator for every prompt: a seed, one output
-    prompts = (
-        [args.prompt] if args.prompt is not None else [line.rstrip("\n") for line in sys.stdin]
-    )
+    prompts = [args.prompt] if args.prompt is not None else text_input.input_lines()
     for text in prompts:
         tokens = task.tokenizer.split(text)
         room = model.config.max_len - len(tokens)  # positions left after <bos> + prompt
