@@ -11,25 +11,26 @@ default None in the parser.
 
 from minitrans.training import experiment
 
-# argparse destination -> (flag, where the checkpoint keeps it, field)
+# argparse destination, which is also the config's field -> (flag, the config that keeps it)
 FIXED = {
-    "data": ("--data", "train", "data"),
-    "valid": ("--valid", "train", "valid"),
-    "level": ("--level", "train", "level"),
-    "merges": ("--merges", "train", "merges"),
-    "d_model": ("--d-model", "model", "d_model"),
-    "h": ("--heads", "model", "h"),
-    "N": ("--layers", "model", "N"),
-    "d_ff": ("--d-ff", "model", "d_ff"),
-    "dropout": ("--dropout", "model", "dropout"),
-    "tie_embeddings": ("--tie-embeddings", "model", "tie_embeddings"),
-    "pre_norm": ("--pre-norm", "model", "pre_norm"),
-    "seed": ("--seed", "train", "seed"),
-    "warmup": ("--warmup", "train", "warmup"),
+    "data": ("--data", "train"),
+    "valid": ("--valid", "train"),
+    "level": ("--level", "train"),
+    "merges": ("--merges", "train"),
+    "d_model": ("--d-model", "model"),
+    "h": ("--heads", "model"),
+    "N": ("--layers", "model"),
+    "d_ff": ("--d-ff", "model"),
+    "dropout": ("--dropout", "model"),
+    "tie_embeddings": ("--tie-embeddings", "model"),
+    "pre_norm": ("--pre-norm", "model"),
+    "seed": ("--seed", "train"),
+    "warmup": ("--warmup", "train"),
 }
 
 
 def saved_value(saved, where, field):
+    """The value of ``field`` in ``saved``'s train or model config."""
     config = saved.train_config if where == "train" else saved.model_config
     return getattr(config, field, None)
 
@@ -40,11 +41,12 @@ def check_unchanged(args, saved):
     offending = []
     if args.task != saved.train_config.task:
         offending.append(f"task {args.task} (checkpoint: {saved.train_config.task})")
-    for dest, (flag, where, field) in FIXED.items():
-        given = getattr(args, dest, None)  # None: not given (or no such flag in this version)
-        if given is not None and given != saved_value(saved, where, field):
+    for field, (flag, where) in FIXED.items():
+        given = getattr(args, field, None)  # None: not given (or no such flag in this version)
+        stored = saved_value(saved, where, field)
+        if given is not None and given != stored:
             shown = "" if isinstance(given, bool) else f" {given}"
-            offending.append(f"{flag}{shown} (checkpoint: {saved_value(saved, where, field)})")
+            offending.append(f"{flag}{shown} (checkpoint: {stored})")
     if offending:
         raise ValueError(
             f"--resume {saved.path}: these cannot change when a run is resumed: "
