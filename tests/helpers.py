@@ -54,3 +54,19 @@ def load_module(path, name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+TINY_SIZES = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
+
+
+def tiny_trainer(out_dir, task="copy", log=lambda message: None, **settings):
+    """A trainer of a tiny model writing into ``out_dir``: 6 steps, an
+    evaluation every 3 on 20 held-out pairs, never stopping early unless
+    ``settings`` (TrainConfig fields) ask."""
+    from minitrans.training import experiment
+    from minitrans.training.trainer import TrainConfig
+
+    values = dict(steps=6, batch_size=16, warmup=4, eval_every=3, eval_pairs=20,
+                  target_exact_match=1.1, out_dir=str(out_dir))
+    config = TrainConfig(task=task, **{**values, **settings})
+    return experiment.new_trainer(config, TINY_SIZES, progress=False, log=log)

@@ -12,30 +12,14 @@ import sys
 import time
 
 import pytest
+from helpers import tiny_trainer
 
-from minitrans.training import experiment, run_folder
+from minitrans.training import run_folder
 from minitrans.training.checkpoint import load_checkpoint
 from minitrans.training.divergence import divergence
 from minitrans.training.interrupt import TrainingInterrupted
 from minitrans.training.run_folder import FolderInUseError, RunLock
-from minitrans.training.trainer import TrainConfig, TrainingError
-
-TINY = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
-
-
-def _trainer(out_dir, log=lambda message: None, **settings):
-    values = dict(
-        task="copy",
-        steps=6,
-        batch_size=16,
-        warmup=4,
-        eval_every=3,
-        eval_pairs=10,
-        target_exact_match=1.1,
-        out_dir=str(out_dir),
-    )
-    config = TrainConfig(**{**values, **settings})
-    return experiment.new_trainer(config, TINY, progress=False, log=log)
+from minitrans.training.trainer import TrainingError
 
 
 def _dead_pid():
@@ -100,7 +84,7 @@ def test_an_unreadable_lock_is_respected_while_young_and_stale_once_old(tmp_path
 def test_a_trainer_refuses_a_folder_another_trainer_holds(tmp_path):
     """The old code had no lock: both trainers ran, and the later writer's
     checkpoint silently won."""
-    trainer = _trainer(tmp_path)
+    trainer = tiny_trainer(tmp_path)
     with RunLock(tmp_path, log=None):  # another trainer of this process holds the folder
         with pytest.raises(FolderInUseError, match=str(os.getpid())):
             trainer.fit()
@@ -151,7 +135,7 @@ def test_ctrl_c_saves_the_last_completed_step_and_restores_the_handler(tmp_path)
         if message.startswith("step 3: held-out"):
             os.kill(os.getpid(), signal.SIGINT)
 
-    trainer = _trainer(tmp_path, log=log, steps=100, eval_every=3)
+    trainer = tiny_trainer(tmp_path, log=log, steps=100, eval_every=3)
     with pytest.raises(TrainingInterrupted) as info:
         trainer.fit()
     assert info.value.step == trainer.step == 3
@@ -177,7 +161,7 @@ def test_the_divergence_rule():
 def test_a_finite_diverging_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     """The old code trained on (a loss of 1e5, finite) and saved the
     diverged weights."""
-    trainer = _trainer(tmp_path, steps=30, eval_every=10)
+    trainer = tiny_trainer(tmp_path, steps=30, eval_every=10)
     trainer.fit(steps=20)
     saved = (tmp_path / "checkpoint.npz").read_bytes()
     trainer.config = dataclasses.replace(trainer.config, lr_factor=1e4)  # far too large

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+from helpers import tiny_trainer
 
 import minitrans
 from minitrans.training import experiment
@@ -13,19 +14,7 @@ from minitrans.training.trainer import TrainConfig, TrainingError
 
 
 def _trainer(tmp_path, task="copy", **settings):
-    values = dict(
-        steps=6,
-        batch_size=16,
-        warmup=4,
-        eval_every=3,
-        eval_pairs=20,
-        out_dir=str(tmp_path / "run"),
-        target_exact_match=1.1,
-    )  # never stop early unless a test asks
-    values.update(settings)
-    config = TrainConfig(task=task, **values)
-    sizes = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
-    return experiment.new_trainer(config, sizes, progress=False, log=lambda message: None)
+    return tiny_trainer(tmp_path / "run", task, **settings)
 
 
 @pytest.mark.parametrize("task", ["copy", "lm"])
