@@ -3,13 +3,21 @@
 ``backend_name`` runs a test on "numpy", on "strict" (NumPy arrays that
 refuse to mix with host arrays, as CuPy's do) and on "cupy" where CuPy and a
 GPU are present; elsewhere the CuPy leg is skipped with the reason.
+
+Hypothesis draws its examples from a fixed seed (``derandomize``): every run
+of the suite, in CI and on a laptop, tries the same examples, so a failure
+can be reproduced and a run cannot pass or fail by the luck of its draw.
 """
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import minitrans
 from minitrans.core import backend
+
+settings.register_profile("minitrans", derandomize=True)
+settings.load_profile("minitrans")
 
 
 def _cupy_skip_reason():
