@@ -7,55 +7,25 @@ learner's function and the answer of ``exercise_references`` (float64), worked
 out another way than minitrans computes it.
 """
 
-import dataclasses
-
 import numpy as np
 
 from minitrans.tools import exercise_references as ref
-
-FLOAT64_TOLERANCE = 1e-7
-FLOAT32_TOLERANCE = 1e-4  # float32 keeps about 7 digits; errors add up over a row
-
-
-@dataclasses.dataclass
-class Case:
-    """One try of an exercise: its name, the sizes (for the verdict), the
-    arguments for the learner's function and the expected array(s)."""
-
-    name: str
-    sizes: str
-    args: tuple
-    expected: object  # an array, or a tuple of arrays for a backward
-    tolerance: float = FLOAT64_TOLERANCE
-
-    def label(self):
-        return f"case '{self.name}' ({self.sizes})"
-
-
-def _normal(rng, shape, dtype=np.float64, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(dtype)
-
-
-def _make(name, sizes, args, reference, dtype=np.float64):
-    """A case whose expected answer is reference(*args), in float64."""
-    tolerance = FLOAT32_TOLERANCE if dtype == np.float32 else FLOAT64_TOLERANCE
-    sizes = f"{sizes}, {np.dtype(dtype).name}"
-    return Case(name, sizes, args, reference(*args), tolerance)
+from minitrans.tools.exercise_checker import make_case, normal
 
 
 def softmax_cases(rng):
     def case(name, z):
         B, V = z.shape[0], z.shape[-1]
-        return _make(name, f"B={B}, V={V}, shape {z.shape}", (z,), ref.softmax, z.dtype)
+        return make_case(name, f"B={B}, V={V}, shape {z.shape}", (z,), ref.softmax, z.dtype)
 
     B, V = rng.integers(2, 6), rng.integers(3, 10)
     large = rng.standard_normal((4, V)) * np.array([[1.0], [10.0], [100.0], [1000.0]])
     large[3, rng.integers(V)] = 1000.0  # exp(1000) overflows even float64
     return [
-        case("random logits", _normal(rng, (B, V), scale=3.0)),
-        case("random logits, float32", _normal(rng, (B, V), np.float32, 3.0)),
-        case("a batch of one", _normal(rng, (1, V), scale=3.0)),
-        case("a (B, T, V) batch", _normal(rng, (2, 3, V))),
+        case("random logits", normal(rng, (B, V), scale=3.0)),
+        case("random logits, float32", normal(rng, (B, V), np.float32, 3.0)),
+        case("a batch of one", normal(rng, (1, V), scale=3.0)),
+        case("a (B, T, V) batch", normal(rng, (2, 3, V))),
         case("logits up to 1000", large),
         case("logits up to 1000, float32", large.astype(np.float32)),
     ]
@@ -64,23 +34,23 @@ def softmax_cases(rng):
 def softmax_backward_cases(rng):
     def case(name, z, dtype=np.float64):
         y = ref.softmax(z).astype(dtype)
-        dy = _normal(rng, z.shape, dtype)
-        return _make(name, f"shape {z.shape}", (y, dy), ref.softmax_backward, dtype)
+        dy = normal(rng, z.shape, dtype)
+        return make_case(name, f"shape {z.shape}", (y, dy), ref.softmax_backward, dtype)
 
     B, V = rng.integers(2, 6), rng.integers(3, 10)
     return [
-        case("random", _normal(rng, (B, V))),
-        case("random, float32", _normal(rng, (B, V)), np.float32),
-        case("a batch of one", _normal(rng, (1, V))),
-        case("a (B, T, V) batch", _normal(rng, (2, 3, V))),
-        case("peaked y (logits x 5)", _normal(rng, (B, V), scale=5.0)),
+        case("random", normal(rng, (B, V))),
+        case("random, float32", normal(rng, (B, V)), np.float32),
+        case("a batch of one", normal(rng, (1, V))),
+        case("a (B, T, V) batch", normal(rng, (2, 3, V))),
+        case("peaked y (logits x 5)", normal(rng, (B, V), scale=5.0)),
     ]
 
 
 def _attention_inputs(rng, B, T_q, T_k, dtype=np.float64, scale=1.0):
     d_k, d_v = rng.integers(2, 7), rng.integers(2, 7)
-    Q = _normal(rng, (B, T_q, d_k), dtype, scale)
-    return Q, _normal(rng, (B, T_k, d_k), dtype), _normal(rng, (B, T_k, d_v), dtype)
+    Q = normal(rng, (B, T_q, d_k), dtype, scale)
+    return Q, normal(rng, (B, T_k, d_k), dtype), normal(rng, (B, T_k, d_v), dtype)
 
 
 def _padding_mask(rng, B, T_k):
@@ -120,7 +90,7 @@ def _attention_sizes(Q, K, V, mask):
 
 def attention_cases(rng):
     return [
-        _make(name, _attention_sizes(Q, K, V, mask), (Q, K, V, mask), ref.attention, Q.dtype)
+        make_case(name, _attention_sizes(Q, K, V, mask), (Q, K, V, mask), ref.attention, Q.dtype)
         for name, Q, K, V, mask in _attention_setups(rng)
     ]
 
@@ -131,9 +101,9 @@ def attention_backward_cases(rng):
         if name.startswith("large scores"):
             continue  # a saturated softmax's gradients are tiny: rounding would dominate
         P = ref.attention_weights(Q, K, mask).astype(Q.dtype)  # masked weights are 0 in P
-        dout = _normal(rng, Q.shape[:2] + V.shape[-1:], Q.dtype)
+        dout = normal(rng, Q.shape[:2] + V.shape[-1:], Q.dtype)
         sizes = _attention_sizes(Q, K, V, mask)
-        cases.append(_make(name, sizes, (Q, K, V, P, dout), ref.attention_backward, Q.dtype))
+        cases.append(make_case(name, sizes, (Q, K, V, P, dout), ref.attention_backward, Q.dtype))
     return cases
 
 
@@ -142,24 +112,24 @@ def _layernorm_setups(rng):
     B, T, d = rng.integers(2, 4), rng.integers(2, 5), rng.integers(3, 9)
 
     def setup(name, x, eps=1e-5):
-        gamma, beta = 1 + _normal(rng, d, x.dtype, 0.5), _normal(rng, d, x.dtype, 0.5)
+        gamma, beta = 1 + normal(rng, d, x.dtype, 0.5), normal(rng, d, x.dtype, 0.5)
         return name, x, gamma, beta, eps
 
-    constant = _normal(rng, (B, T, d), scale=3.0) + 1
+    constant = normal(rng, (B, T, d), scale=3.0) + 1
     constant[0, 0] = 2.5  # every feature equal: var = 0, only eps keeps it finite
     return [
-        setup("random (B, T, d)", _normal(rng, (B, T, d), scale=3.0) + 1),
-        setup("random, float32", _normal(rng, (B, T, d), np.float32, 3.0) + 1),
-        setup("a batch of one", _normal(rng, (1, 1, d), scale=2.0)),
-        setup("2-D input (N, d)", _normal(rng, (B * T, d))),
+        setup("random (B, T, d)", normal(rng, (B, T, d), scale=3.0) + 1),
+        setup("random, float32", normal(rng, (B, T, d), np.float32, 3.0) + 1),
+        setup("a batch of one", normal(rng, (1, 1, d), scale=2.0)),
+        setup("2-D input (N, d)", normal(rng, (B * T, d))),
         setup("a constant row", constant),
-        setup("tiny variance, eps = 1e-3", _normal(rng, (B, T, d), scale=0.01), eps=1e-3),
+        setup("tiny variance, eps = 1e-3", normal(rng, (B, T, d), scale=0.01), eps=1e-3),
     ]
 
 
 def layernorm_cases(rng):
     return [
-        _make(name, f"x {x.shape}, eps={eps:g}", (x, gamma, beta, eps), ref.layernorm, x.dtype)
+        make_case(name, f"x {x.shape}, eps={eps:g}", (x, gamma, beta, eps), ref.layernorm, x.dtype)
         for name, x, gamma, beta, eps in _layernorm_setups(rng)
     ]
 
@@ -167,16 +137,16 @@ def layernorm_cases(rng):
 def layernorm_backward_cases(rng):
     cases = []
     for name, x, gamma, beta, eps in _layernorm_setups(rng):
-        args = (x, gamma, beta, eps, _normal(rng, x.shape, x.dtype))
+        args = (x, gamma, beta, eps, normal(rng, x.shape, x.dtype))
         sizes = f"x {x.shape}, eps={eps:g}"
-        cases.append(_make(name, sizes, args, ref.layernorm_backward, x.dtype))
+        cases.append(make_case(name, sizes, args, ref.layernorm_backward, x.dtype))
     return cases
 
 
 def positional_encoding_cases(rng):
     def case(name, max_len, d_model):
         sizes = f"max_len={max_len}, d_model={d_model}"
-        return _make(name, sizes, (max_len, d_model), ref.positional_encoding)
+        return make_case(name, sizes, (max_len, d_model), ref.positional_encoding)
 
     length = int(rng.integers(5, 60))
     return [
@@ -191,7 +161,7 @@ def positional_encoding_cases(rng):
 def top_p_cases(rng):
     def case(name, probs, p, dtype=np.float64):
         probs = probs.astype(dtype)
-        return _make(
+        return make_case(
             name, f"B={probs.shape[0]}, V={probs.shape[1]}, p={p:.3g}", (probs, p), ref.top_p, dtype
         )
 
