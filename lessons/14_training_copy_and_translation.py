@@ -29,7 +29,7 @@
 # %% [markdown]
 # One practical line first. On the CPU the `Trainer` splits every batch in
 # two halves and trains them on two threads at once, one per core, each with
-# one thread of NumPy's BLAS library (lesson 18 shows how, and why the
+# one thread of NumPy's BLAS library (lesson 21 shows how, and why the
 # gradient stays that of the whole batch). Decoding, between the training
 # steps, is a long series of small matrix products, and on a 2-core machine
 # that is also running other programs BLAS is faster and steadier with one
@@ -101,7 +101,7 @@ print(f"train: at most {copy_config.steps} steps of {copy_config.batch_size} pai
 #    their global norm exceeds 1 (on the CPU, the forward, the loss and the
 #    backward run on each half of the batch in a thread of its own, and the
 #    halves' gradients are added, weighted by their share of the real
-#    tokens, before the clipping: lesson 18);
+#    tokens, before the clipping: lesson 21);
 # 5. an Adam step at the learning rate of §5.3,
 #    $$\text{lrate} = \text{factor} \cdot d_\text{model}^{-0.5} \cdot
 #    \min(\text{step}^{-0.5},\ \text{step} \cdot \text{warmup}^{-1.5}).$$

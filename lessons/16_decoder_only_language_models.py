@@ -487,7 +487,7 @@ plt.show()
 # checked its gradients, trained it and decoded with it. The appendix is
 # about engineering: whether the model computes what the paper means, and
 # how it uses two CPU cores. It starts with
-# [Lesson 17](17_checking_against_pytorch.ipynb), checking against PyTorch:
+# [Lesson 20](20_checking_against_pytorch.ipynb), checking against PyTorch:
 # the whole model, gradients and Adam compared with an independent
 # implementation. Or go straight to practice: `minitrans train lm` trains a
 # decoder-only model on two-digit sums, and `minitrans train translate

@@ -3,7 +3,7 @@ the next steps chain the lessons in the order of lessons/README.md, and the
 README lists every lesson once, on the main path or in the appendix.
 
 Only the plain-text lesson sources and the README are read; nothing is run.
-Before issue 16 these tests failed: lessons 17 and 18 had no summary, none
+Before issue 16 these tests failed: lessons 17 and 18 (now 20 and 21) had no summary, none
 had a "## Next" section (a bold "**Next:**" line at most, without a link),
 lesson 16 called itself the last lesson, and the README had no appendix."""
 
@@ -62,7 +62,7 @@ def test_the_readme_lists_every_lesson_exactly_once():
 def test_the_readme_has_a_main_path_and_an_appendix():
     headings = [heading for heading, _ in PARTS]
     assert len(PARTS) == 2 and headings[1].startswith("Appendix"), headings
-    assert PARTS[1][1] == ["17_checking_against_pytorch", "18_data_parallelism"]
+    assert PARTS[1][1] == ["20_checking_against_pytorch", "21_data_parallelism"]
 
 
 def test_the_next_steps_chain_every_lesson_in_the_readmes_order():

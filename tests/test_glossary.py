@@ -160,6 +160,6 @@ def test_a_repeated_term_and_an_unlinked_lesson_are_caught():
     twice = planted("| Softmax | 软最大 | Again. | [2](02_softmax_and_similarity.ipynb) | — |")
     assert glossary_problems(twice) == ["'softmax' appears twice"]
     rows = [line for line in TEXT.splitlines() if line.startswith("|")]
-    without_17 = "\n".join(line for line in rows if "17_checking" not in line)
-    assert "no term links 17_checking_against_pytorch" in glossary_problems(without_17)
-    assert not any("only" in p for p in glossary_problems(without_17))
+    without_20 = "\n".join(line for line in rows if "20_checking" not in line)
+    assert "no term links 20_checking_against_pytorch" in glossary_problems(without_20)
+    assert not any("only" in p for p in glossary_problems(without_20))

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Lesson 17: Checking against PyTorch
+# # Lesson 20: Checking against PyTorch
 #
 # Every gradient in minitrans was derived on paper and typed in by hand.
 # Lesson 11 checked them against finite differences. This lesson checks them
@@ -476,6 +476,6 @@ print("logits of from_torch(torch_model) vs torch_model:",
 #
 # ## Next
 #
-# [Lesson 18](18_data_parallelism.ipynb), data parallelism: one gradient
+# [Lesson 21](21_data_parallelism.ipynb), data parallelism: one gradient
 # from two halves of a batch, computed on two CPU cores, and the step from
 # there to `DistributedDataParallel` on many GPUs.

@@ -1,11 +1,11 @@
 # %% [markdown]
-# # Lesson 18: Data parallelism, two cores and one gradient
+# # Lesson 21: Data parallelism, two cores and one gradient
 #
 # Large Transformers are trained on many GPUs at once, and the simplest way
 # to share the work is to share the *data*: every device holds a copy of the
 # model, takes a slice of the batch, computes the gradient of its slice, and
 # the devices add their gradients before the optimiser step. This is data
-# parallelism (PyTorch's `DistributedDataParallel`; lesson 17 ends there).
+# parallelism (PyTorch's `DistributedDataParallel`; lesson 20 ends there).
 #
 # minitrans uses the same idea on a laptop CPU, with threads for devices:
 # its `Trainer` splits every batch over two worker threads. This lesson:
@@ -247,7 +247,7 @@ print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one"
 # that the gradient belongs to the loss the workers compute, and that loss
 # is now the plain mean of the halves, the wrong one. A gradient check
 # proves a backward right for its forward; whether the forward computes the
-# right thing needs a comparison with something independent (lesson 17).
+# right thing needs a comparison with something independent (lesson 20).
 
 # %% [markdown]
 # ## Summary
@@ -274,5 +274,5 @@ print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one"
 # sentence pairs with `minitrans train translate --data pairs.tsv`, run
 # `minitrans train lm` for the decoder-only model that learns two-digit
 # sums, re-derive one backward of your choice and check it with
-# `minitrans gradcheck`, or carry a model to PyTorch (lesson 17) and train
+# `minitrans gradcheck`, or carry a model to PyTorch (lesson 20) and train
 # it on several GPUs.
