@@ -471,3 +471,57 @@ def test_kernels_quick_run_prints_a_row_for_every_pair():
     rows = [line for line in run.stdout.splitlines() if line.startswith("| ")][1:]
     assert {row.split(" | ")[0][2:] for row in rows} == set(kernels.PAIRS)
     assert all(" tiny " in row for row in rows)
+
+
+# ------------------------------------------------------------ ablations.py (issue 16)
+
+
+def test_ablations_writes_the_table_and_its_numbers(tmp_path, capsys):
+    """Two rows, two seeds, three steps: the JSON holds every run's measures,
+    their means and spreads, and the Markdown table shows a row per result,
+    the changed setting only. Before issue 16 there was no ablations.py."""
+    import json
+
+    import ablations
+
+    out = tmp_path / "abl.json"
+    args = ["--rows", "D3", "--steps", "3", "--seeds", "2", "--eval-pairs", "10"]
+    assert ablations.main([*args, "--out", str(out)]) == 0
+    stored = json.loads(out.read_text(encoding="utf-8"))
+    assert [row["id"] for row in stored["rows"]] == ["base", "D3"]  # base is always trained
+    assert stored["setup"]["training"]["steps"] == 3 and stored["setup"]["seeds"] == 2
+    base, smoothing = stored["rows"]
+    assert smoothing["changes"] == {"label_smoothing": 0.0}
+    assert base["parameters"] == smoothing["parameters"] > 0
+    for row in stored["rows"]:
+        assert [run["seed"] for run in row["runs"]] == [0, 1]
+        for key in ("ppl", "bleu", "exact_match", "token_accuracy", "seconds"):
+            values = [run[key] for run in row["runs"]]
+            assert row["mean"][key] == pytest.approx(sum(values) / 2)
+            assert row["spread"][key] == pytest.approx((max(values) - min(values)) / 2)
+        assert row["mean"]["ppl"] == pytest.approx(np.exp(row["mean"]["loss"]), rel=0.5)
+        assert all(run["ppl"] >= 1 and 0 <= run["exact_match"] <= 1 for run in row["runs"])
+    table = (tmp_path / "abl.md").read_text(encoding="utf-8")
+    assert stored["machine"] in table
+    lines = [line for line in table.splitlines() if line.startswith("| (D) D3")]
+    settings = [cell.strip() for cell in lines[0].split("|")[2:11]]  # N .. norm
+    assert len(lines) == 1 and settings == ["", "", "", "", "", "", "0.0", "", ""]
+    assert lines[0] in capsys.readouterr().out
+
+    with pytest.raises(SystemExit) as refused:  # an existing file is not overwritten
+        ablations.main([*args, "--out", str(out)])
+    assert refused.value.code == 2
+    assert "exists; expected a new file (or --force)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--rows", "Z9"], "--rows: expected row ids or groups"),
+    (["--steps", "0"], "--steps: invalid int >= 1 value: '0'"),
+    (["--seeds", "two"], "--seeds: invalid int >= 1 value: 'two'"),
+])
+def test_ablations_refuses_bad_flags_in_one_line(flags, message):
+    run = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "ablations.py"), *flags],
+                         capture_output=True, text=True, timeout=60)
+    last = run.stderr.strip().splitlines()[-1]  # argparse's usage, then one line of error
+    assert run.returncode == 2 and last.startswith("ablations.py: error: ") and message in last
+    assert "Traceback" not in run.stderr

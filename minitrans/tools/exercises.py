@@ -20,7 +20,9 @@ its sizes, the relative error and a hint; the checker returns an
 """
 
 from minitrans.tools import exercise_cases as cases
+from minitrans.tools import exercises_experiments
 from minitrans.tools.exercise_checker import run_checker
+from minitrans.tools.exercises_experiments import check_perplexity  # noqa: F401 (lesson 18)
 
 
 def check_softmax(fn, quiet=False, seed=None):
@@ -98,4 +100,5 @@ CHECKERS = {
     "layernorm_backward": check_layernorm_backward,
     "positional_encoding": check_positional_encoding,
     "top_p": check_top_p,
+    **exercises_experiments.CHECKERS,
 }

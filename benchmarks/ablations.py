@@ -1,0 +1,239 @@
+"""Table 3 of the paper in miniature: train a toy base model and one variant
+per row on the toy translation task, and compare them on held-out pairs.
+
+Run from the repository root, after `pip install ".[train]"`:
+
+    python benchmarks/ablations.py                       # every row, 3 seeds: a few minutes
+    python benchmarks/ablations.py --rows A,E1 --seeds 1 # rows (A) and E1 (and base), seed 0
+    python benchmarks/ablations.py --out /tmp/abl.json   # results elsewhere (and /tmp/abl.md)
+
+Every row is trained from scratch for the same number of steps on the same
+batches (a seed fixes the data, the initial weights, the batch order and the
+dropout masks); the base row is always trained, as every other row is read
+against it. Each row's held-out measures, averaged over the seeds:
+
+    PPL          exp(cross-entropy per target token), teacher forced, without
+                 label smoothing: the paper's "PPL (dev)" column, per word here
+    BLEU         corpus BLEU of the greedy translations (sacrebleu)
+    exact match  the fraction of translations equal to the reference
+    token acc.   the argmax token accuracy, teacher forced
+
+By default the results go to benchmarks/results/ablations.json and
+ablations.md (the stored results, rewritten); ``--out`` elsewhere refuses
+to overwrite existing files without ``--force``. The table is also printed;
+the per-run lines go to standard error. See benchmarks/README.md.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+from task_targets import machine_description
+
+from minitrans.data.tasks import load_task
+from minitrans.training import evaluation, experiment
+from minitrans.training.trainer import TrainConfig, Trainer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_OUT = os.path.join(HERE, "results", "ablations.json")
+TASK = "translate"
+
+# The toy base model: the paper's base (N=6, d_model=512, d_ff=2048, h=8,
+# d_k=64, dropout 0.1, label smoothing 0.1) scaled down, d_ff = 4 d_model kept.
+# d_k is d_model / h unless a row gives it; positions are sinusoidal unless
+# a row asks for learned ones.
+BASE = dict(N=2, d_model=64, d_ff=256, h=4, dropout=0.1, label_smoothing=0.1, pre_norm=False)
+# How it trains: short enough that the rows still differ (the base model
+# reaches 100% exact match at about 400 steps).
+TRAINING = dict(steps=150, batch_size=64, warmup=50, lr_factor=1.0, workers=1)
+TRAIN_FIELDS = ("label_smoothing",)  # the rest of a row's changes are the model's
+
+# Table 3's rows, each (id, group, changes from BASE). (A) keeps d_k =
+# d_model / h, so the computation stays the same; (B) makes d_k smaller at fixed
+# h; (C) changes the sizes (d_k = d_model / h); (D) regularisation; (E)
+# learned positions; (F), not in the paper's table, pre-norm (the issue asks).
+ROWS = [
+    ("base", "base", {}),
+    ("A1", "A", dict(h=1)),
+    ("A2", "A", dict(h=2)),
+    ("A3", "A", dict(h=8)),
+    ("A4", "A", dict(h=16)),
+    ("B1", "B", dict(d_k=8)),
+    ("B2", "B", dict(d_k=4)),
+    ("C1", "C", dict(N=1)),
+    ("C2", "C", dict(N=4)),
+    ("C3", "C", dict(d_model=32)),
+    ("C4", "C", dict(d_model=128)),
+    ("C5", "C", dict(d_ff=128)),
+    ("C6", "C", dict(d_ff=512)),
+    ("D1", "D", dict(dropout=0.0)),
+    ("D2", "D", dict(dropout=0.3)),
+    ("D3", "D", dict(label_smoothing=0.0)),
+    ("D4", "D", dict(label_smoothing=0.3)),
+    ("E1", "E", dict(positions="learned")),
+    ("F1", "F", dict(pre_norm=True)),
+]
+MEASURES = ("ppl", "loss", "bleu", "exact_match", "token_accuracy", "seconds")
+
+
+def select_rows(spec):
+    """The rows a ``--rows`` value names (comma-separated row ids or group
+    letters, in any case), base first; ValueError naming an unknown one."""
+    wanted = [word.strip() for word in spec.split(",") if word.strip()]
+    ids, groups = {row[0].lower() for row in ROWS}, {row[1].lower() for row in ROWS}
+    unknown = [word for word in wanted if word.lower() not in ids | groups]
+    if unknown or not wanted:
+        raise ValueError(f"rows: expected row ids or groups from "
+                         f"{','.join(row[0] for row in ROWS)} or A-F, got {spec!r}")
+    chosen = {word.lower() for word in wanted} | {"base"}
+    return [row for row in ROWS if row[0].lower() in chosen or row[1].lower() in chosen]
+
+
+def run_one(changes, seed, steps, eval_pairs, tasks):
+    """Train the base model with ``changes`` for ``steps`` steps with
+    ``seed``; return its parameter count and held-out measures (a dict)."""
+    if seed not in tasks:  # one task (data and split) per seed, shared by every row
+        tasks[seed] = load_task(TASK, seed=seed)
+    task = tasks[seed]
+    settings = {**BASE, **changes}
+    train = {key: settings.pop(key) for key in TRAIN_FIELDS}
+    config = TrainConfig(task=TASK, seed=seed, **{**TRAINING, "steps": steps}, **train)
+    model = experiment.build_model(experiment.model_config_for(task, **settings), seed)
+    trainer = Trainer(model, task, config, log=lambda *_: None, progress=False)
+    start = time.perf_counter()
+    for _ in range(steps):  # train_step alone: no evaluations, no checkpoints written
+        trainer.train_step()
+    pairs = task.valid[:eval_pairs]
+    metrics = evaluation.teacher_forced_metrics(model, task, pairs)
+    match, predictions = evaluation.exact_match(model, task, pairs)
+    references = [evaluation.reference_text(task, target) for _, target in pairs]
+    return model.num_parameters(), {
+        "loss": metrics["loss"], "ppl": math.exp(metrics["loss"]),
+        "bleu": evaluation.corpus_bleu(predictions, references), "exact_match": match,
+        "token_accuracy": metrics["token_accuracy"], "seconds": time.perf_counter() - start,
+    }
+
+
+def run_rows(rows, seeds, steps, eval_pairs, log=None):
+    """Every row for every seed: a list of dicts (id, group, changes,
+    parameters, runs per seed, mean and spread of each measure)."""
+    tasks, results = {}, []
+    for row_id, group, changes in rows:
+        runs = []
+        for seed in range(seeds):
+            parameters, measures = run_one(changes, seed, steps, eval_pairs, tasks)
+            runs.append({"seed": seed, **measures})
+            if log:
+                log(f"{row_id} seed {seed}: PPL {measures['ppl']:.3f}, BLEU {measures['bleu']:.1f},"
+                    f" exact match {measures['exact_match']:.1%}, {measures['seconds']:.1f} s")
+        results.append({
+            "id": row_id, "group": group, "changes": changes, "parameters": parameters,
+            "runs": runs,
+            "mean": {key: statistics.fmean(run[key] for run in runs) for key in MEASURES},
+            # half the range between the seeds: the table's "±"
+            "spread": {key: (max(run[key] for run in runs) - min(run[key] for run in runs)) / 2
+                       for key in MEASURES},
+        })
+    return results
+
+
+COLUMNS = ("N", "d_model", "d_ff", "h", "d_k", "dropout", "label_smoothing", "positions",
+           "pre_norm")
+TITLES = ("N", "d_model", "d_ff", "h", "d_k", "P_drop", "ε_ls", "positions", "norm")
+
+
+def markdown_table(results):
+    """The table in the form of the paper's Table 3: a row shows only the
+    settings it changes (d_k follows d_model / h unless given), then PPL,
+    BLEU, exact match (± half the range over the seeds) and parameters."""
+    head = ["", *TITLES, "PPL (dev)", "BLEU", "exact match", "params", "s/run"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    for row in results:
+        shown = dict(BASE, positions="sinusoidal") if row["id"] == "base" else dict(row["changes"])
+        if "d_k" not in shown and {"h", "d_model"} & set(shown):  # d_k follows d_model / h
+            sizes = {**BASE, **shown}
+            shown["d_k"] = sizes["d_model"] // sizes["h"]
+        shown["pre_norm"] = {True: "pre", False: "post"}.get(shown.get("pre_norm"), "")
+        mean, spread = row["mean"], row["spread"]
+        label = row["id"] if row["id"] == "base" else f"({row['group']}) {row['id']}"
+        lines.append("| " + " | ".join([
+            label, *(str(shown.get(key, "")) for key in COLUMNS),
+            f"{mean['ppl']:.3f} ± {spread['ppl']:.3f}", f"{mean['bleu']:.1f} ± {spread['bleu']:.1f}",
+            f"{mean['exact_match']:.1%} ± {spread['exact_match']:.1%}",
+            f"{row['parameters']:,}", f"{mean['seconds']:.1f}",
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def output_paths(out, force):
+    """(json path, md path) for ``--out``; the default paths are the stored
+    results and are always rewritten, others only with ``force``."""
+    path = os.path.abspath(out or DEFAULT_OUT)
+    stem = path[:-5] if path.endswith(".json") else path
+    paths = (stem + ".json", stem + ".md")
+    if path != DEFAULT_OUT and not force:
+        existing = [p for p in paths if os.path.exists(p)]
+        if existing:
+            raise ValueError(f"out: {existing[0]} exists; expected a new file (or --force)")
+    if not os.path.isdir(os.path.dirname(path) or "."):
+        raise ValueError(f"out: expected an existing folder, got {os.path.dirname(path)}")
+    return paths
+
+
+def positive(text):
+    """argparse type: an int >= 1 (argparse names the flag in its message)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+positive.__name__ = "int >= 1"  # argparse's message: "invalid int >= 1 value: '0'"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Table 3's ablations at toy scale.")
+    parser.add_argument("--rows", default="all",
+                        help="comma-separated row ids (A1, D3, ...) or groups (A to F); "
+                             "base is always run (default: all)")
+    parser.add_argument("--steps", type=positive, default=TRAINING["steps"],
+                        help=f"training steps per run (default {TRAINING['steps']})")
+    parser.add_argument("--seeds", type=positive, default=3,
+                        help="seeds 0 .. n-1 per row, averaged (default 3)")
+    parser.add_argument("--eval-pairs", type=positive, default=500,
+                        help="held-out pairs measured per run (default 500)")
+    parser.add_argument("--out", help=f"JSON results path, the table beside it as .md "
+                                      f"(default {os.path.relpath(DEFAULT_OUT)})")
+    parser.add_argument("--force", action="store_true", help="overwrite --out's files")
+    args = parser.parse_args(argv)
+    try:
+        rows = ROWS if args.rows == "all" else select_rows(args.rows)
+        json_path, md_path = output_paths(args.out, args.force)
+    except ValueError as error:
+        parser.error(f"--{error}")
+
+    start = time.perf_counter()
+    results = run_rows(rows, args.seeds, args.steps, args.eval_pairs,
+                       log=lambda line: print(line, file=sys.stderr, flush=True))
+    total = time.perf_counter() - start
+    setup = {"task": TASK, "base": BASE, "training": {**TRAINING, "steps": args.steps},
+             "seeds": args.seeds, "eval_pairs": args.eval_pairs}
+    machine = (f"Measured {datetime.date.today().isoformat()} on {machine_description()}; "
+               f"{total:.0f} s in all")
+    table = markdown_table(results)
+    os.makedirs(os.path.dirname(json_path), exist_ok=True)
+    with open(json_path, "w", encoding="utf-8") as file:
+        json.dump({"machine": machine, "setup": setup, "rows": results}, file, indent=1)
+    with open(md_path, "w", encoding="utf-8") as file:
+        file.write(f"{machine}.\n\nSetup: {json.dumps(setup)}\n\n{table}\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
