@@ -545,6 +545,9 @@ CATALOGUE = [
          "'swish'", "'gelu'", id="config-unknown-activation"),
     case(lambda f: ModelConfig(vocab_size=9, d_k=-2), ValueError, "d_k", "-2",
          id="config-negative-d-k"),
+    # a checkpoint that is a named pipe: the old code said "checkpoint not found"
+    case(lambda f: load_checkpoint(fifo(f)), CheckpointError, "pipe.tsv", "named pipe (FIFO)",
+         id="checkpoint-fifo"),
 ]
 
 
