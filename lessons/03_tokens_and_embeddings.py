@@ -406,6 +406,58 @@ with minitrans.using(dtype="float64"):
     print(format_table(check_layer(layer64, ids64)))
 
 # %% [markdown]
+# ## Exercises: one BPE merge, and the embedding's backward
+#
+# **One merge.** Write `my_bpe_merge(words, counts)`: `words` is a list of
+# words, each a tuple of symbols such as `("l", "o", "w</w>")`, and
+# `counts[i]` is how often word `i` occurs. Return `(pair, merged)`: the
+# adjacent pair with the highest count (each word weighted by its count), and
+# the list of words with that pair merged into one symbol, left to right.
+# Two details decide the answer:
+#
+# * a pair is counted at every place it occurs, so `("a", "a", "a")` holds
+#   `("a", "a")` twice, but merging it gives `("aa", "a")`;
+# * among pairs of equal count, take the one that sorts **last** as Python
+#   compares tuples of strings, `max` over `(count, pair)`. That is the rule
+#   of minitrans's `learn_merges` (`minitrans/data/bpe.py`) and of the
+#   authors' `subword-nmt`; the loop above took the first instead, which only
+#   changes which of two equally good merges comes first.
+#
+# The checker tries a word of one symbol, a pair overlapping itself, a tie,
+# and random words, against a counting loop of its own.
+
+# %%
+from minitrans.tools.exercises_embedding import check_bpe_merge, check_embedding_backward
+
+
+def my_bpe_merge(words, counts):
+    # your code here
+    return ("", ""), list(words)
+
+
+check_bpe_merge(my_bpe_merge);
+
+# %% [markdown]
+# **The embedding's backward.** Write `my_embedding_backward(ids, dout,
+# vocab_size)` for the forward $y = \sqrt{d_\text{model}}\, W_E[\text{ids}]$:
+# `ids` is $(B, T)$, `dout` is $(B, T, d_\text{model})$; return
+# $\partial L / \partial W_E$, of shape $(V, d_\text{model})$. Repeated ids
+# must add up (`np.add.at`, not `+=`), and `<pad>` (id 0) is a token like any
+# other: minitrans's `Embedding` has no special padding row, so its row gets
+# the sum of `dout` at the padding positions (in the model, the masks and the
+# loss make `dout` zero there). The checker tries repeated ids, padding, a batch
+# of one, float32 and $d_\text{model} = 16$. The solutions are in
+# `solutions/03_tokens_and_embeddings.py`.
+
+# %%
+def my_embedding_backward(ids, dout, vocab_size):
+    # your code here
+    return np.zeros((vocab_size, dout.shape[-1]))
+
+
+check_embedding_backward(my_embedding_backward);
+
+# %% [markdown]
 # ## Summary
 #
 # * Characters give short vocabularies and long sequences, words the
