@@ -411,6 +411,32 @@ print(f"{lm.num_parameters():,} parameters:", dict(count_by(lm, 1)))
 print("logits:", lm.forward(tgt_in).shape)
 
 # %% [markdown]
+# ## Exercise: the shifted target
+#
+# Write `my_shift_right(sentences, bos, eos, pad)`: `sentences` is a list of
+# target sentences, each a list of token ids, of different lengths. Return
+# `(decoder_input, decoder_target)`, two integer arrays of shape $(B, T)$
+# with $T$ the longest sentence's length plus 1, as `make_seq2seq_batch`
+# builds `tgt_in` and `tgt_out` (section 2): the input is `bos` followed by
+# the sentence, the target the sentence followed by `eos`, both padded with
+# `pad` on the right. An empty sentence gives `[bos]` and `[eos]`. The checker
+# compares exactly with arrays it fills position by position, on sentences of
+# varying lengths, one sentence, equal lengths, an empty sentence, and other
+# special ids. The solution is in `solutions/12_the_whole_model.py`.
+
+# %%
+from minitrans.tools.exercises_output import check_shift_right
+
+
+def my_shift_right(sentences, bos, eos, pad):
+    # your code here
+    T = max(len(sentence) for sentence in sentences) + 1
+    return np.zeros((len(sentences), T), dtype=int), np.zeros((len(sentences), T), dtype=int)
+
+
+check_shift_right(my_shift_right);
+
+# %% [markdown]
 # ## Summary
 #
 # * `Transformer(ModelConfig(...))` is Figure 1: two embeddings, an encoder,

@@ -20,7 +20,7 @@ its sizes, the relative error and a hint; the checker returns an
 """
 
 from minitrans.tools import exercise_cases as cases
-from minitrans.tools import exercises_embedding, exercises_masks_heads
+from minitrans.tools import exercises_embedding, exercises_masks_heads, exercises_output
 from minitrans.tools.exercise_checker import run_checker
 
 
@@ -101,4 +101,5 @@ CHECKERS = {
     "top_p": check_top_p,
     **exercises_embedding.CHECKERS,
     **exercises_masks_heads.CHECKERS,
+    **exercises_output.CHECKERS,
 }
