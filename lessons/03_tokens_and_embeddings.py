@@ -13,7 +13,8 @@
 # 3. `minitrans.data.Tokenizer` and `Vocab`: text to ids and back;
 # 4. the embedding table, `minitrans.Embedding`: a lookup forward, a
 #    scatter-add backward, and a gradient check;
-# 5. why the embeddings are multiplied by $\sqrt{d_\text{model}}$.
+# 5. why the embeddings are multiplied by $\sqrt{d_\text{model}}$;
+# 6. exercises: one BPE merge, and the embedding's backward, written by you.
 
 # %%
 import collections

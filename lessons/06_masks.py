@@ -20,7 +20,8 @@
 # 3. masked attention weights, as pictures;
 # 4. a query that may attend to nothing: zero output, zero gradient, no NaN;
 # 5. why the decoder needs the causal mask and the encoder does not, and a
-#    numerical proof that the masked decoder cannot see the future.
+#    numerical proof that the masked decoder cannot see the future;
+# 6. an exercise: the decoder's mask, written by you.
 
 # %%
 import matplotlib.pyplot as plt

@@ -16,7 +16,8 @@
 # 3. heads that attend to different things, built by hand;
 # 4. the parameter count, $4 d_\text{model}^2$ whatever the number of heads;
 # 5. four projections or one fused product, and why minitrans keeps four;
-# 6. the gradient check.
+# 6. the gradient check;
+# 7. exercises: splitting into heads and merging them back, written by you.
 
 # %%
 import matplotlib.pyplot as plt

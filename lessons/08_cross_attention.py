@@ -19,7 +19,8 @@
 # 3. `MultiHeadAttention.forward(x, memory, mask=...)` and the padding mask of
 #    the source;
 # 4. a heat map of cross-attention, target words against source words;
-# 5. the backward, which returns two gradients, and its gradient check.
+# 5. the backward, which returns two gradients, and its gradient check;
+# 6. an exercise: one head of cross-attention, written by you.
 
 # %%
 import math

@@ -17,7 +17,8 @@
 # 3. label smoothing, its target distribution and its loss;
 # 4. greedy decoding, top-k, top-p (nucleus) sampling and temperature on one
 #    next-token distribution;
-# 5. an exercise: write top-p filtering yourself.
+# 5. exercises: write top-p filtering, the feed-forward network's backward and
+#    the loss's gradient yourself.
 
 # %%
 import matplotlib.pyplot as plt

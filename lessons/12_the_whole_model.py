@@ -15,7 +15,8 @@
 # 4. training computes every position in one pass, inference one token per
 #    step: the same logits, at very different costs;
 # 5. a gradient check of the whole model with its loss;
-# 6. the decoder-only sibling, `DecoderOnlyLM`.
+# 6. the decoder-only sibling, `DecoderOnlyLM`;
+# 7. an exercise: the shifted decoder input and target, written by you.
 
 # %%
 import collections
@@ -411,7 +412,7 @@ print(f"{lm.num_parameters():,} parameters:", dict(count_by(lm, 1)))
 print("logits:", lm.forward(tgt_in).shape)
 
 # %% [markdown]
-# ## Exercise: the shifted target
+# ## 7. Exercise: the shifted target
 #
 # Write `my_shift_right(sentences, bos, eos, pad)`: `sentences` is a list of
 # target sentences, each a list of token ids, of different lengths. Return

@@ -538,6 +538,9 @@ CATALOGUE = [
          "seed", "non-negative integer", "-1", id="exercise-negative-seed"),
     case(lambda f: exercises.check_top_p(lambda q, p: q, quiet=True, seed=1.5), ValueError,
          "seed", "non-negative integer", "1.5", id="exercise-seed-not-an-integer"),
+    # issue 16, exercises of lessons 3 to 12
+    case(lambda f: exercises.CHECKERS["shift_right"](lambda *a: a, quiet=True, seed=-2),
+         ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-module-seed"),
 ]
 
 
