@@ -214,8 +214,10 @@ for word in ["slower", "slowest", "runners", "sprinter"]:
 # %% [markdown]
 # Real tokenisers learn tens of thousands of merges from millions of
 # sentences, and many start from the 256 possible bytes rather than from
-# characters, so that no text is ever unknown. The toy tasks of this course do not need sub-words:
-# minitrans's tokeniser has the character and word levels only.
+# characters, so that no text is ever unknown. minitrans learns them too:
+# `minitrans.data.learn_subwords(texts, num_merges)` gives a `Tokenizer("bpe")`, with the
+# merges of `minitrans/data/bpe.py`; most toy tasks of this course use the
+# character and word levels.
 #
 # ## From tokens to ids: `Tokenizer` and `Vocab`
 #

@@ -10,6 +10,9 @@ answer is compared with a slow reference worked out another way
 minitrans's own function. The verdict names the first case that fails, with
 its sizes, the relative error and a hint; the checker returns an
 ``ExerciseResult`` (see ``exercise_checker``). Your functions take and return plain NumPy arrays.
+The checkers of lessons 3 to 12 live, with their cases and references, in
+topic modules (``exercises_embedding``, ``exercises_masks_heads``,
+``exercises_output``); ``CHECKERS`` below holds them all.
 
     from minitrans.tools.exercises import check_softmax
 
