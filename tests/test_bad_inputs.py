@@ -548,6 +548,9 @@ CATALOGUE = [
     # a checkpoint that is a named pipe: the old code said "checkpoint not found"
     case(lambda f: load_checkpoint(fifo(f)), CheckpointError, "pipe.tsv", "named pipe (FIFO)",
          id="checkpoint-fifo"),
+    # issue 16, exercises of lessons 3 to 12
+    case(lambda f: exercises.CHECKERS["shift_right"](lambda *a: a, quiet=True, seed=-2),
+         ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-module-seed"),
 ]
 
 

@@ -10,6 +10,9 @@ answer is compared with a slow reference worked out another way
 minitrans's own function. The verdict names the first case that fails, with
 its sizes, the relative error and a hint; the checker returns an
 ``ExerciseResult`` (see ``exercise_checker``). Your functions take and return plain NumPy arrays.
+The checkers of lessons 3 to 12 live, with their cases and references, in
+topic modules (``exercises_embedding``, ``exercises_masks_heads``,
+``exercises_output``); ``CHECKERS`` below holds them all.
 
     from minitrans.tools.exercises import check_softmax
 
@@ -20,7 +23,12 @@ its sizes, the relative error and a hint; the checker returns an
 """
 
 from minitrans.tools import exercise_cases as cases
-from minitrans.tools import exercises_basics
+from minitrans.tools import (
+    exercises_basics,
+    exercises_embedding,
+    exercises_masks_heads,
+    exercises_output,
+)
 from minitrans.tools.exercise_checker import run_checker
 
 
@@ -100,4 +108,7 @@ CHECKERS = {
     "positional_encoding": check_positional_encoding,
     "top_p": check_top_p,
     **exercises_basics.CHECKERS,
+    **exercises_embedding.CHECKERS,
+    **exercises_masks_heads.CHECKERS,
+    **exercises_output.CHECKERS,
 }
