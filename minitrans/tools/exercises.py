@@ -20,7 +20,7 @@ its sizes, the relative error and a hint; the checker returns an
 """
 
 from minitrans.tools import exercise_cases as cases
-from minitrans.tools import exercises_decoding, exercises_training
+from minitrans.tools import exercises_decoding, exercises_language_models, exercises_training
 from minitrans.tools.exercise_checker import run_checker
 
 
@@ -101,4 +101,5 @@ CHECKERS = {
     "top_p": check_top_p,
     **exercises_training.CHECKERS,
     **exercises_decoding.CHECKERS,
+    **exercises_language_models.CHECKERS,
 }
