@@ -474,9 +474,9 @@ plt.show()
 #   $(B, T + 1)$ with $T$ the longest list, as `data.make_lm_batch` builds
 #   them: each row is `<bos>`, the ids, `<eos>`; cut it first (all but the
 #   last token, all but the first), then pad on the right with `pad_id`.
-#   A short row's inputs therefore end in `<pad>`, where the section on
-#   next-token prediction's `ids[:, :-1]` kept its `<eos>`: the checker
-#   wants the first.
+#   A short row's inputs therefore end in `<pad>` (the `ids[:, :-1]` of the
+#   section on next-token prediction leaves its `<eos>` there, harmless for
+#   the loss; the checker wants `<pad>`, as `make_lm_batch`).
 # * `my_top_k(probs, k)`: `probs` $(B, V)$. Keep the $k$ largest
 #   probabilities of each row, set the others to 0, and divide by the kept
 #   total: what `softmax(top_k_filter(logits, k))` gives. Exactly $k$ are

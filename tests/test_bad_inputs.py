@@ -538,6 +538,9 @@ CATALOGUE = [
          "seed", "non-negative integer", "-1", id="exercise-negative-seed"),
     case(lambda f: exercises.check_top_p(lambda q, p: q, quiet=True, seed=1.5), ValueError,
          "seed", "non-negative integer", "1.5", id="exercise-seed-not-an-integer"),
+    # issue 16, exercises of lessons 13-16 and 21 (topic modules)
+    case(lambda f: exercises.CHECKERS["beam_search_step"](print, quiet=True, seed=-2),
+         ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-negative-seed"),
 ]
 
 

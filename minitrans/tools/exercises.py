@@ -10,6 +10,9 @@ answer is compared with a slow reference worked out another way
 minitrans's own function. The verdict names the first case that fails, with
 its sizes, the relative error and a hint; the checker returns an
 ``ExerciseResult`` (see ``exercise_checker``). Your functions take and return plain NumPy arrays.
+The checkers of lessons 13 to 16 and 21 live in topic modules
+(``exercises_training``, ``exercises_decoding``, ``exercises_language_models``);
+``CHECKERS`` gathers them all by exercise name.
 
     from minitrans.tools.exercises import check_softmax
 

@@ -103,6 +103,8 @@ def beam_cases(rng):
                     continue
             if _well_separated(args, K):
                 break
+        else:  # about 1.04 draws per case are needed; a thousand failing means a bug here
+            raise RuntimeError(f"beam case '{name}': no draw without near ties")
         sizes = f"B={B}, K={K}, V={V}, alpha={alpha}, pad_id={pad_id}, {int(finished.sum())} done"
         return make_case(name, sizes, args, beam_search_step, dtype)
 
