@@ -20,7 +20,8 @@
 # 3. training one on a small corpus of English sentences, in seconds;
 # 4. generating text with greedy decoding and with sampling (temperature,
 #    top-k, top-p);
-# 5. its attention map: lower triangular.
+# 5. its attention map: lower triangular;
+# 6. exercises: the inputs and targets of a batch, and top-k filtering.
 
 # %% [markdown]
 # As in lessons 14 and 15, one BLAS thread, asked for before NumPy loads,
@@ -463,6 +464,44 @@ plt.show()
 # found useful, often not the nearest one. The row of the subject noun,
 # which must predict the verb, splits its weight about evenly between the
 # noun itself and the determiner before it.
+
+# %% [markdown]
+# ## Exercises: the targets, and top-k
+#
+# * `my_targets(sequences, bos_id, eos_id, pad_id)`: `sequences` is a list of
+#   $B$ lists of token ids, of any lengths (one may be empty), without
+#   `<bos>` or `<eos>`. Return `(inputs, targets)`, two int arrays
+#   $(B, T + 1)$ with $T$ the longest list, as `data.make_lm_batch` builds
+#   them: each row is `<bos>`, the ids, `<eos>`; cut it first (all but the
+#   last token, all but the first), then pad on the right with `pad_id`.
+#   A short row's inputs therefore end in `<pad>` (the `ids[:, :-1]` of the
+#   section on next-token prediction leaves its `<eos>` there, harmless for
+#   the loss; the checker wants `<pad>`, as `make_lm_batch`).
+# * `my_top_k(probs, k)`: `probs` $(B, V)$. Keep the $k$ largest
+#   probabilities of each row, set the others to 0, and divide by the kept
+#   total: what `softmax(top_k_filter(logits, k))` gives. Exactly $k$ are
+#   kept, even with ties, which go to the lower token id (a stable sort);
+#   with $k \geq V$ every token stays. The checker tries rows sorted
+#   ascending, $k = 1$, $k = V$, $k > V$, a row of ties and float32.
+
+# %%
+from minitrans.tools.exercises_language_models import check_next_token_targets, check_top_k_filter
+
+
+def my_targets(sequences, bos_id, eos_id, pad_id):
+    # your code here
+    width = max(len(ids) for ids in sequences) + 1
+    return np.zeros((len(sequences), width), dtype=int), np.zeros((len(sequences), width), dtype=int)
+
+
+def my_top_k(probs, k):
+    # your code here
+    return np.zeros_like(probs)
+
+
+# %%
+check_next_token_targets(my_targets)
+check_top_k_filter(my_top_k);
 
 # %% [markdown]
 # ## Summary

@@ -551,6 +551,9 @@ CATALOGUE = [
     # issue 16, exercises of lessons 3 to 12
     case(lambda f: exercises.CHECKERS["shift_right"](lambda *a: a, quiet=True, seed=-2),
          ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-module-seed"),
+    # issue 16, exercises of lessons 13-16 and 21 (topic modules)
+    case(lambda f: exercises.CHECKERS["beam_search_step"](print, quiet=True, seed=-2),
+         ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-negative-seed"),
 ]
 
 

@@ -10,9 +10,9 @@ answer is compared with a slow reference worked out another way
 minitrans's own function. The verdict names the first case that fails, with
 its sizes, the relative error and a hint; the checker returns an
 ``ExerciseResult`` (see ``exercise_checker``). Your functions take and return plain NumPy arrays.
-The checkers of lessons 3 to 12 live, with their cases and references, in
-topic modules (``exercises_embedding``, ``exercises_masks_heads``,
-``exercises_output``); ``CHECKERS`` below holds them all.
+The checkers of the other lessons live, with their cases and references, in
+topic modules (``exercises_basics``, ``exercises_embedding``, ...);
+``CHECKERS`` below gathers them all by exercise name.
 
     from minitrans.tools.exercises import check_softmax
 
@@ -25,9 +25,12 @@ topic modules (``exercises_embedding``, ``exercises_masks_heads``,
 from minitrans.tools import exercise_cases as cases
 from minitrans.tools import (
     exercises_basics,
+    exercises_decoding,
     exercises_embedding,
+    exercises_language_models,
     exercises_masks_heads,
     exercises_output,
+    exercises_training,
 )
 from minitrans.tools.exercise_checker import run_checker
 
@@ -111,4 +114,7 @@ CHECKERS = {
     **exercises_embedding.CHECKERS,
     **exercises_masks_heads.CHECKERS,
     **exercises_output.CHECKERS,
+    **exercises_training.CHECKERS,
+    **exercises_decoding.CHECKERS,
+    **exercises_language_models.CHECKERS,
 }
