@@ -87,8 +87,9 @@ print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.b
 # | recurrent | $O(n \cdot d^2)$ | $O(n)$ | $O(n)$ |
 # | convolutional | $O(k \cdot n \cdot d^2)$ | $O(1)$ | $O(\log_k(n))$ |
 #
-# with $n$ the sequence length, $d$ the representation's size and $k$ the
-# kernel width (the $O(\log_k n)$ is for dilated convolutions; contiguous
+# (its fourth row, self-attention restricted to a neighbourhood of size $r$,
+# is left out) with $n$ the sequence length, $d$ the representation's size
+# and $k$ the kernel width (the $O(\log_k n)$ is for dilated convolutions; contiguous
 # kernels need $O(n/k)$ layers). We will measure every cell of it.
 #
 # ## 2. A recurrent layer, written out
@@ -233,7 +234,7 @@ plt.show()
 
 # %% [markdown]
 # Measured: near $h = 0$ the gradient is multiplied by the scale at every
-# step back, exactly: $0.5^{39} \approx 2 \cdot 10^{-12}$ after 39 steps,
+# step back, almost exactly: $0.5^{39} \approx 2 \cdot 10^{-12}$ after 39 steps,
 # $1.2^{39} \approx 10^3$ the other way. Even a scale of 1 is not safe once
 # the inputs are of size 1: the saturated $\tanh$ takes its own factor at
 # each step, and the "exploding" scale 1.2 ends up vanishing. The LSTM's gates
@@ -324,6 +325,9 @@ left.axvline(d, color="gray", linestyle=":")
 left.set_title(f"multiply-adds (d = {d}; dotted: n = d)")
 right.set_title("time of one forward (ms)")
 for ax in (left, right):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(n) for n in sizes], minor=False)
+    ax.minorticks_off()
     ax.set_xlabel("n")
     ax.legend(fontsize=8)
 plt.tight_layout()

@@ -8,8 +8,8 @@ path length (lesson 0).
     convolutional         O(k n d^2)             O(1)             O(n / k), O(log_k n) dilated
 
 Nothing here asserts those formulas; each number is measured on layers that
-run. The path length is found by dependence: input position 0 of a batch row
-is perturbed and we look at which outputs change. The sequential operations
+run. The path length is found by dependence: two inputs that differ only at
+position 0 go through the layers, and we look at which outputs differ. The sequential operations
 are counted by wrapping the function each layer calls once per dependent
 step. The gradient against distance comes from the layers' own backwards.
 
