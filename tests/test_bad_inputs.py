@@ -48,6 +48,7 @@ from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
 from minitrans.tools import exercises
+from minitrans.tools import path_lengths
 from minitrans.tools.text_input import input_lines
 from minitrans.training import evaluation, experiment
 from minitrans.training.checkpoint import CheckpointError, load_checkpoint, load_parameters
@@ -554,6 +555,17 @@ CATALOGUE = [
     # issue 16, exercises of lessons 13-16 and 21 (topic modules)
     case(lambda f: exercises.CHECKERS["beam_search_step"](print, quiet=True, seed=-2),
          ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-negative-seed"),
+    # issue 16, lesson 0 (the recurrent layer and Table 1)
+    case(lambda f: minitrans.RecurrentLayer(0, 3), ValueError, "d_in", "0",
+         id="recurrent-zero-d-in"),
+    case(lambda f: minitrans.RecurrentLayer(4, 3).forward(floats(2, 4)), ValueError, "x",
+         "rank 3", "(2, 4)", id="recurrent-not-a-sequence"),
+    case(lambda f: minitrans.RecurrentLayer(4, 3).forward(floats(2, 5, 3)), ValueError, "x",
+         "last dimension 4", "(2, 5, 3)", id="recurrent-wrong-width"),
+    case(lambda f: path_lengths.path_length("rnn", 8), ValueError, "kind", "'rnn'",
+         "'recurrent'", id="path-length-unknown-kind"),
+    case(lambda f: path_lengths.path_length("attention", 1), ValueError, "n", "1",
+         id="path-length-one-position"),
 ]
 
 

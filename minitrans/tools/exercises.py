@@ -30,6 +30,7 @@ from minitrans.tools import (
     exercises_language_models,
     exercises_masks_heads,
     exercises_output,
+    exercises_recurrent,
     exercises_training,
 )
 from minitrans.tools.exercise_checker import run_checker
@@ -117,4 +118,5 @@ CHECKERS = {
     **exercises_training.CHECKERS,
     **exercises_decoding.CHECKERS,
     **exercises_language_models.CHECKERS,
+    **exercises_recurrent.CHECKERS,
 }
