@@ -138,6 +138,16 @@ def test_the_gelu_reference_is_the_derivative_by_central_differences():
     assert np.allclose(reg.gelu_backward_reference(x, np.ones_like(x)), numeric, atol=1e-8)
 
 
+def test_minitrans_gelu_backward_passes_the_checker():
+    from minitrans.ops.activations import gelu_backward
+
+    def with_minitrans(x, dy):
+        with backend.using("numpy", dtype="float64"):
+            return np.asarray(gelu_backward(np.asarray(x, np.float64), np.asarray(dy, np.float64)))
+
+    assert reg.check_gelu_backward(with_minitrans, quiet=True, seed=0).passed
+
+
 def test_the_xavier_reference_is_minitrans_bound():
     """minitrans's xavier_uniform draws inside the reference's bound, and the
     variance of a large draw is 2 / (fan_in + fan_out) within 3%."""
