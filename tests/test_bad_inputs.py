@@ -538,6 +538,19 @@ CATALOGUE = [
          "seed", "non-negative integer", "-1", id="exercise-negative-seed"),
     case(lambda f: exercises.check_top_p(lambda q, p: q, quiet=True, seed=1.5), ValueError,
          "seed", "non-negative integer", "1.5", id="exercise-seed-not-an-integer"),
+    # issue 16, model options
+    case(lambda f: ModelConfig(vocab_size=9, positions="rotary"), ValueError, "positions",
+         "'rotary'", "'learned'", id="config-unknown-positions"),
+    case(lambda f: ModelConfig(vocab_size=9, activation="swish"), ValueError, "activation",
+         "'swish'", "'gelu'", id="config-unknown-activation"),
+    case(lambda f: ModelConfig(vocab_size=9, d_k=-2), ValueError, "d_k", "-2",
+         id="config-negative-d-k"),
+    # a checkpoint that is a named pipe: the old code said "checkpoint not found"
+    case(lambda f: load_checkpoint(fifo(f)), CheckpointError, "pipe.tsv", "named pipe (FIFO)",
+         id="checkpoint-fifo"),
+    # issue 16, exercises of lessons 3 to 12
+    case(lambda f: exercises.CHECKERS["shift_right"](lambda *a: a, quiet=True, seed=-2),
+         ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-module-seed"),
 ]
 
 
@@ -729,6 +742,12 @@ CLI_CATALOGUE = [
         "long.tsv", "nothing is left to train on", id="data-every-pair-too-long"),
     cli(lambda f: ["evaluate", "--checkpoint", f.checkpoint(), "--data", f.write("t.tsv", "0\t0\n"),
                    "--show-errors", "-2"], "--show-errors", "-2", id="show-errors-negative"),
+    # issue 16, model options
+    cli(lambda f: train(f, "copy", "--positions", "rotary"), "--positions", "'rotary'",
+        "'learned'", id="positions-unknown"),
+    cli(lambda f: train(f, "copy", "--d-k", "0"), "--d-k", "0", id="d-k-zero"),
+    cli(lambda f: train(f, "copy", "--activation", "tanh"), "--activation", "'tanh'",
+        id="activation-unknown"),
 ]
 
 UTF16 = "a b\tc d\ne f\tg h\n".encode("utf-16-le")  # as some editors save "Unicode" text

@@ -10,6 +10,10 @@ answer is compared with a slow reference worked out another way
 minitrans's own function. The verdict names the first case that fails, with
 its sizes, the relative error and a hint; the checker returns an
 ``ExerciseResult`` (see ``exercise_checker``). Your functions take and return plain NumPy arrays.
+The checkers of lessons 3 to 12 and 17 live, with their cases and references,
+in topic modules (``exercises_embedding``, ``exercises_masks_heads``,
+``exercises_output``, ``exercises_regularisation``); ``CHECKERS`` below holds
+them all.
 
     from minitrans.tools.exercises import check_softmax
 
@@ -20,7 +24,13 @@ its sizes, the relative error and a hint; the checker returns an
 """
 
 from minitrans.tools import exercise_cases as cases
-from minitrans.tools import exercises_regularisation
+from minitrans.tools import (
+    exercises_basics,
+    exercises_embedding,
+    exercises_masks_heads,
+    exercises_output,
+    exercises_regularisation,
+)
 from minitrans.tools.exercise_checker import run_checker
 
 
@@ -99,5 +109,9 @@ CHECKERS = {
     "layernorm_backward": check_layernorm_backward,
     "positional_encoding": check_positional_encoding,
     "top_p": check_top_p,
+    **exercises_basics.CHECKERS,
+    **exercises_embedding.CHECKERS,
+    **exercises_masks_heads.CHECKERS,
+    **exercises_output.CHECKERS,
     **exercises_regularisation.CHECKERS,
 }
