@@ -551,6 +551,9 @@ CATALOGUE = [
     # issue 16, exercises of lessons 3 to 12
     case(lambda f: exercises.CHECKERS["shift_right"](lambda *a: a, quiet=True, seed=-2),
          ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-module-seed"),
+    # issue 16, lesson 17's exercises (dropout, GELU, Xavier)
+    case(lambda f: exercises.CHECKERS["xavier_init"](lambda u: u, quiet=True, seed="3"),
+         ValueError, "seed", "non-negative integer", "'3'", id="exercise-xavier-seed-a-string"),
 ]
 
 
