@@ -522,12 +522,7 @@ check_top_k_filter(my_top_k);
 #
 # ## Next
 #
-# This ends the main path: you have built every part of the Transformer,
-# checked its gradients, trained it and decoded with it. The appendix is
-# about engineering: whether the model computes what the paper means, and
-# how it uses two CPU cores. It starts with
-# [Lesson 20](20_checking_against_pytorch.ipynb), checking against PyTorch:
-# the whole model, gradients and Adam compared with an independent
-# implementation. Or go straight to practice: `minitrans train lm` trains a
-# decoder-only model on two-digit sums, and `minitrans train translate
-# --data pairs.tsv` a translator on your own sentence pairs.
+# [Lesson 17](17_dropout_initialisation_and_gelu.ipynb), dropout,
+# initialisation and GELU: the scale of the random numbers a model starts
+# from, what dropout does to a small model's held-out loss, and the
+# activation that GPT-2 uses instead of ReLU.

@@ -566,6 +566,9 @@ CATALOGUE = [
          "'recurrent'", id="path-length-unknown-kind"),
     case(lambda f: path_lengths.path_length("attention", 1), ValueError, "n", "1",
          id="path-length-one-position"),
+    # issue 16, lesson 17's exercises (dropout, GELU, Xavier)
+    case(lambda f: exercises.CHECKERS["xavier_init"](lambda u: u, quiet=True, seed="3"),
+         ValueError, "seed", "non-negative integer", "'3'", id="exercise-xavier-seed-a-string"),
 ]
 
 

@@ -9,10 +9,13 @@ answer is compared with a slow reference worked out another way
 (``exercise_references``: loops, ``math.exp``, explicit Jacobians), not with
 minitrans's own function. The verdict names the first case that fails, with
 its sizes, the relative error and a hint; the checker returns an
-``ExerciseResult`` (see ``exercise_checker``). Your functions take and return plain NumPy arrays.
-The checkers of the other lessons live, with their cases and references, in
-topic modules (``exercises_basics``, ``exercises_embedding``, ...);
-``CHECKERS`` below gathers them all by exercise name.
+``ExerciseResult`` (see ``exercise_checker``). Your functions take and
+return plain NumPy arrays.
+
+The checkers of lessons 2, 4, 5, 9, 10 and 11 are below, with their cases in
+``exercise_cases``; the others live, with their cases and references, in
+topic modules ``exercises_<topic>`` (``exercises_basics``,
+``exercises_embedding``, ...). ``CHECKERS`` gathers them all by exercise name.
 
     from minitrans.tools.exercises import check_softmax
 
@@ -31,6 +34,7 @@ from minitrans.tools import (
     exercises_masks_heads,
     exercises_output,
     exercises_recurrent,
+    exercises_regularisation,
     exercises_training,
 )
 from minitrans.tools.exercise_checker import run_checker
@@ -119,4 +123,5 @@ CHECKERS = {
     **exercises_decoding.CHECKERS,
     **exercises_language_models.CHECKERS,
     **exercises_recurrent.CHECKERS,
+    **exercises_regularisation.CHECKERS,
 }
