@@ -152,6 +152,32 @@ with minitrans.using(dtype="float64"):
     print(format_table(check_layer(layer64, x64)))
 
 # %% [markdown]
+# ## Exercise: the backward of Linear
+#
+# Write the backward of $y = xW + b$ yourself, in plain NumPy: given `x`
+# $(\dots, d_\text{in})$, `W` $(d_\text{in}, d_\text{out})$ and the upstream
+# gradient `dy` $(\dots, d_\text{out})$, return `(dx, dW, db)` with the
+# shapes of `x`, `W` and $b$ $(d_\text{out},)$. The formulas are the three
+# above; the catch is the batch axes: `x` may be $(N, d_\text{in})$ or
+# $(B, T, d_\text{in})$, and every position adds to `dW` and `db`.
+#
+# The checker tries several cases (rows, a batch, a batch of one, one output
+# feature, float32) against a reference that sums position by position, and
+# names the first case your answer gets wrong. The skeleton returns zeros, so
+# it says "not yet". The solution is in `solutions/01_setup_and_backends.py`.
+
+# %%
+from minitrans.tools.exercises_basics import check_linear_backward
+
+
+def my_linear_backward(x, W, dy):
+    # your code here
+    return np.zeros_like(x), np.zeros_like(W), np.zeros(W.shape[1])
+
+
+check_linear_backward(my_linear_backward);
+
+# %% [markdown]
 # ## Summary
 #
 # * Layers get their array namespace `xp` from the backend: the same code runs

@@ -13,7 +13,8 @@
 # 3. `minitrans.data.Tokenizer` and `Vocab`: text to ids and back;
 # 4. the embedding table, `minitrans.Embedding`: a lookup forward, a
 #    scatter-add backward, and a gradient check;
-# 5. why the embeddings are multiplied by $\sqrt{d_\text{model}}$.
+# 5. why the embeddings are multiplied by $\sqrt{d_\text{model}}$;
+# 6. exercises: one BPE merge, and the embedding's backward, written by you.
 
 # %%
 import collections
@@ -213,8 +214,10 @@ for word in ["slower", "slowest", "runners", "sprinter"]:
 # %% [markdown]
 # Real tokenisers learn tens of thousands of merges from millions of
 # sentences, and many start from the 256 possible bytes rather than from
-# characters, so that no text is ever unknown. The toy tasks of this course do not need sub-words:
-# minitrans's tokeniser has the character and word levels only.
+# characters, so that no text is ever unknown. minitrans learns them too:
+# `minitrans.data.learn_subwords(texts, num_merges)` gives a `Tokenizer("bpe")`, with the
+# merges of `minitrans/data/bpe.py`; most toy tasks of this course use the
+# character and word levels.
 #
 # ## From tokens to ids: `Tokenizer` and `Vocab`
 #
@@ -404,6 +407,58 @@ with minitrans.using(dtype="float64"):
     randomise_params(layer64, np.random.default_rng(0))
     ids64 = minitrans.from_host(np.array([[1, 2, 1], [3, 1, 0]]))      # (B=2, T=3), token 1 three times
     print(format_table(check_layer(layer64, ids64)))
+
+# %% [markdown]
+# ## Exercises: one BPE merge, and the embedding's backward
+#
+# **One merge.** Write `my_bpe_merge(words, counts)`: `words` is a list of
+# words, each a tuple of symbols such as `("l", "o", "w</w>")`, and
+# `counts[i]` is how often word `i` occurs. Return `(pair, merged)`: the
+# adjacent pair with the highest count (each word weighted by its count), and
+# the list of words with that pair merged into one symbol, left to right.
+# Two details decide the answer:
+#
+# * a pair is counted at every place it occurs, so `("a", "a", "a")` holds
+#   `("a", "a")` twice, but merging it gives `("aa", "a")`;
+# * among pairs of equal count, take the one that sorts **last** as Python
+#   compares tuples of strings, `max` over `(count, pair)`. That is the rule
+#   of minitrans's `learn_merges` (`minitrans/data/bpe.py`) and of the
+#   authors' `subword-nmt`; the loop above took the first instead, which only
+#   changes which of two equally good merges comes first.
+#
+# The checker tries a word of one symbol, a pair overlapping itself, a tie,
+# and random words, against a counting loop of its own.
+
+# %%
+from minitrans.tools.exercises_embedding import check_bpe_merge, check_embedding_backward
+
+
+def my_bpe_merge(words, counts):
+    # your code here
+    return ("", ""), list(words)
+
+
+check_bpe_merge(my_bpe_merge);
+
+# %% [markdown]
+# **The embedding's backward.** Write `my_embedding_backward(ids, dout,
+# vocab_size)` for the forward $y = \sqrt{d_\text{model}}\, W_E[\text{ids}]$:
+# `ids` is $(B, T)$, `dout` is $(B, T, d_\text{model})$; return
+# $\partial L / \partial W_E$, of shape $(V, d_\text{model})$. Repeated ids
+# must add up (`np.add.at`, not `+=`), and `<pad>` (id 0) is a token like any
+# other: minitrans's `Embedding` has no special padding row, so its row gets
+# the sum of `dout` at the padding positions (in the model, the masks and the
+# loss make `dout` zero there). The checker tries repeated ids, padding, a batch
+# of one, float32 and $d_\text{model} = 16$. The solutions are in
+# `solutions/03_tokens_and_embeddings.py`.
+
+# %%
+def my_embedding_backward(ids, dout, vocab_size):
+    # your code here
+    return np.zeros((vocab_size, dout.shape[-1]))
+
+
+check_embedding_backward(my_embedding_backward);
 
 # %% [markdown]
 # ## Summary

@@ -20,7 +20,8 @@
 # 3. masked attention weights, as pictures;
 # 4. a query that may attend to nothing: zero output, zero gradient, no NaN;
 # 5. why the decoder needs the causal mask and the encoder does not, and a
-#    numerical proof that the masked decoder cannot see the future.
+#    numerical proof that the masked decoder cannot see the future;
+# 6. an exercise: the decoder's mask, written by you.
 
 # %%
 import matplotlib.pyplot as plt
@@ -317,6 +318,31 @@ plt.show()
 # nothing more.) The projections $W^Q, W^K, W^V$ of a real decoder (next
 # lesson) act on each position separately, so they do not break this: the
 # whole decoder stack is causal.
+
+# %% [markdown]
+# ## Exercise: the decoder's mask
+#
+# Write `my_decoder_mask(ids, pad_id)` in NumPy: `ids` is $(B, T)$; return the
+# boolean $(B, T, T)$ mask of the decoder's self-attention, `True` where query
+# $i$ may attend to key $j$: $j \le i$ (the diagonal included) **and** token
+# $j$ is not `pad_id`. Padding hides keys only, as `padding_mask` does: a
+# padding query keeps the real tokens before it (the loss ignores its output).
+# The checker compares exactly, entry by entry, with a mask it builds from the
+# two positions of every entry, on sentences without padding, padded ones, a
+# sentence of one real token, a batch of one, $T = 1$, and a `pad_id` other
+# than 0. The solution is in `solutions/06_masks.py`.
+
+# %%
+from minitrans.tools.exercises_masks_heads import check_decoder_mask
+
+
+def my_decoder_mask(ids, pad_id):
+    # your code here
+    B, T = ids.shape
+    return np.zeros((B, T, T), dtype=bool)
+
+
+check_decoder_mask(my_decoder_mask);
 
 # %% [markdown]
 # ## Summary

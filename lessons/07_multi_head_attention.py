@@ -16,7 +16,8 @@
 # 3. heads that attend to different things, built by hand;
 # 4. the parameter count, $4 d_\text{model}^2$ whatever the number of heads;
 # 5. four projections or one fused product, and why minitrans keeps four;
-# 6. the gradient check.
+# 6. the gradient check;
+# 7. exercises: splitting into heads and merging them back, written by you.
 
 # %%
 import matplotlib.pyplot as plt
@@ -385,6 +386,44 @@ with minitrans.using(dtype="float64"):
     mha_causal = randomise_params(minitrans.MultiHeadAttention(4, 2, rng=1), rng)
     results += check_layer(mha_causal, x64, mask=minitrans.causal_mask(3), label="MHA self, causal")
     print(format_table(results))
+
+# %% [markdown]
+# ## Exercises: splitting into heads and merging them back
+#
+# Write the two reshapes of the table of shapes in NumPy:
+#
+# * `my_split_heads(x, h)`: `x` is $(B, T, d_\text{model})$; return
+#   $(B, h, T, d_k)$ with $d_k = d_\text{model} / h$, head $i$ holding
+#   features $i d_k$ to $(i+1) d_k - 1$ of every position.
+# * `my_merge_heads(heads)`: the inverse, $(B, h, T, d_k) \to
+#   (B, T, h\,d_k)$, the heads side by side.
+#
+# A single `reshape` to $(B, h, T, d_k)$ has the right shape and the wrong
+# numbers: it cuts the flat row-major array in order, so a "head" would hold
+# features of several positions. Reshape so that each position's features stay
+# together, then swap two axes. The checker compares with a loop that copies
+# each head's block of features, on random sizes, float32, a batch of one,
+# one head, $d_k = 1$ and $T = 1$. The solutions are in
+# `solutions/07_multi_head_attention.py`.
+
+# %%
+from minitrans.tools.exercises_masks_heads import check_merge_heads, check_split_heads
+
+
+def my_split_heads(x, h):
+    # your code here
+    B, T, d_model = x.shape
+    return np.zeros((B, h, T, d_model // h))
+
+
+def my_merge_heads(heads):
+    # your code here
+    B, h, T, d_k = heads.shape
+    return np.zeros((B, T, h * d_k))
+
+
+check_split_heads(my_split_heads)
+check_merge_heads(my_merge_heads);
 
 # %% [markdown]
 # ## Summary

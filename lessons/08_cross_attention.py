@@ -19,7 +19,8 @@
 # 3. `MultiHeadAttention.forward(x, memory, mask=...)` and the padding mask of
 #    the source;
 # 4. a heat map of cross-attention, target words against source words;
-# 5. the backward, which returns two gradients, and its gradient check.
+# 5. the backward, which returns two gradients, and its gradient check;
+# 6. an exercise: one head of cross-attention, written by you.
 
 # %%
 import math
@@ -312,6 +313,38 @@ with minitrans.using(dtype="float64"):
     results = check_layer(layer64, x64, memory64, mask=padding_mask(src, PAD), label="cross-attention")
     print(format_table(results))
     print("all pass:", all(r.passed for r in results))
+
+# %% [markdown]
+# ## Exercise: one head of cross-attention
+#
+# Write `my_cross_attention(x, memory, W_Q, W_K, W_V, src_mask)` in NumPy, one
+# head without biases:
+#
+# * `x` is the decoder's $(B, T_\text{tgt}, d)$, `memory` the encoder's
+#   $(B, T_\text{src}, d)$, and `W_Q`, `W_K`, `W_V` are $(d, d_k)$;
+# * queries come from `x`, keys and values from `memory`; the scores are
+#   $(B, T_\text{tgt}, T_\text{src})$;
+# * `src_mask` is $(B, 1, T_\text{src})$, `True` at real source tokens:
+#   masked scores become $-\infty$ before the softmax (every source has at
+#   least one real token);
+# * return the $(B, T_\text{tgt}, d_k)$ output.
+#
+# The checker always has $T_\text{tgt} \ne T_\text{src}$, so
+# that keys taken from the wrong sequence fail on their shapes, and tries
+# source padding, a source of one real token, a batch of one, one target
+# position and float32, against projections and attention computed one dot
+# product at a time. The solution is in `solutions/08_cross_attention.py`.
+
+# %%
+from minitrans.tools.exercises_masks_heads import check_cross_attention
+
+
+def my_cross_attention(x, memory, W_Q, W_K, W_V, src_mask):
+    # your code here
+    return np.zeros(x.shape[:-1] + W_V.shape[-1:])
+
+
+check_cross_attention(my_cross_attention);
 
 # %% [markdown]
 # ## Summary

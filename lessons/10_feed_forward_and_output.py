@@ -17,7 +17,8 @@
 # 3. label smoothing, its target distribution and its loss;
 # 4. greedy decoding, top-k, top-p (nucleus) sampling and temperature on one
 #    next-token distribution;
-# 5. an exercise: write top-p filtering yourself.
+# 5. exercises: write top-p filtering, the feed-forward network's backward and
+#    the loss's gradient yourself.
 
 # %%
 import matplotlib.pyplot as plt
@@ -447,6 +448,57 @@ def my_top_p(probs, p):
 
 # %%
 check_top_p(my_top_p);
+
+# %% [markdown]
+# ## Exercises: the feed-forward backward, and the loss's gradient
+#
+# **The feed-forward network's backward.** Write
+# `my_feedforward_backward(x, W1, b1, W2, b2, dy)` for
+# $y = \max(0, xW_1 + b_1)W_2 + b_2$: `x` and `dy` are $(N, d)$ or
+# $(B, T, d)$, `W1` is $(d, d_\text{ff})$ and `W2` $(d_\text{ff}, d)$. Return
+# `(dx, dW1, db1, dW2, db2)`, each the shape of what it is the gradient of.
+# Recompute $a = xW_1 + b_1$ rather than storing it; the ReLU passes the
+# gradient where $a > 0$ and not where $a = 0$ exactly (minitrans's choice,
+# and PyTorch's). The parameter gradients sum over every position, whatever
+# the leading axes. The checker compares with each row's explicit Jacobian,
+# on $(N, d)$ and $(B, T, d)$ inputs, a batch of one, float32, and one case
+# of small integers in which a unit sits exactly at 0 before the ReLU (the
+# random cases keep every $a$ at least $10^{-3}$ from that kink).
+
+# %%
+from minitrans.tools.exercises_output import check_feedforward_backward, check_loss_backward
+
+
+def my_feedforward_backward(x, W1, b1, W2, b2, dy):
+    # your code here
+    return (np.zeros_like(x), np.zeros_like(W1), np.zeros_like(b1),
+            np.zeros_like(W2), np.zeros_like(b2))
+
+
+check_feedforward_backward(my_feedforward_backward);
+
+# %% [markdown]
+# **The loss's gradient.** Write `my_loss_backward(logits, targets, pad_id,
+# eps)`: `logits` is $(B, T, V)$, `targets` $(B, T)$; return
+# $\partial\,\text{loss} / \partial\,\text{logits}$, $(B, T, V)$, for
+# minitrans's `LabelSmoothedCrossEntropy(eps, pad_id)` above: the target
+# distribution is $q = (1 - \epsilon)\,\text{one-hot} + \epsilon / V$ (every
+# word gets $\epsilon / V$, `<pad>` too), and the loss is the mean over the
+# $N$ targets that are not `pad_id`, so a row whose target is padding gets a
+# zero gradient and every other row
+# $(\text{softmax}(z) - q) / N$, as above. The checker compares with central
+# differences of a loss it writes with loops, on padding, $\epsilon = 0$, a
+# batch of one, a batch with a single real target, larger logits, a `pad_id`
+# other than 0, and float32. The solutions are in
+# `solutions/10_feed_forward_and_output.py`.
+
+# %%
+def my_loss_backward(logits, targets, pad_id, eps):
+    # your code here
+    return np.zeros_like(logits)
+
+
+check_loss_backward(my_loss_backward);
 
 # %% [markdown]
 # ## Summary

@@ -15,7 +15,8 @@
 # 4. training computes every position in one pass, inference one token per
 #    step: the same logits, at very different costs;
 # 5. a gradient check of the whole model with its loss;
-# 6. the decoder-only sibling, `DecoderOnlyLM`.
+# 6. the decoder-only sibling, `DecoderOnlyLM`;
+# 7. an exercise: the shifted decoder input and target, written by you.
 
 # %%
 import collections
@@ -409,6 +410,32 @@ lm_config = minitrans.ModelConfig.preset("toy", vocab_size=len(vocab), max_len=6
 lm = minitrans.DecoderOnlyLM(lm_config, rng=0)
 print(f"{lm.num_parameters():,} parameters:", dict(count_by(lm, 1)))
 print("logits:", lm.forward(tgt_in).shape)
+
+# %% [markdown]
+# ## 7. Exercise: the shifted target
+#
+# Write `my_shift_right(sentences, bos, eos, pad)`: `sentences` is a list of
+# target sentences, each a list of token ids, of different lengths. Return
+# `(decoder_input, decoder_target)`, two integer arrays of shape $(B, T)$
+# with $T$ the longest sentence's length plus 1, as `make_seq2seq_batch`
+# builds `tgt_in` and `tgt_out` (section 2): the input is `bos` followed by
+# the sentence, the target the sentence followed by `eos`, both padded with
+# `pad` on the right. An empty sentence gives `[bos]` and `[eos]`. The checker
+# compares exactly with arrays it fills position by position, on sentences of
+# varying lengths, one sentence, equal lengths, an empty sentence, and other
+# special ids. The solution is in `solutions/12_the_whole_model.py`.
+
+# %%
+from minitrans.tools.exercises_output import check_shift_right
+
+
+def my_shift_right(sentences, bos, eos, pad):
+    # your code here
+    T = max(len(sentence) for sentence in sentences) + 1
+    return np.zeros((len(sentences), T), dtype=int), np.zeros((len(sentences), T), dtype=int)
+
+
+check_shift_right(my_shift_right);
 
 # %% [markdown]
 # ## Summary

@@ -13,7 +13,8 @@
 # 4. AdamW's decoupled weight decay, in a sentence;
 # 5. the paper's learning-rate schedule, for several warm-ups and model widths;
 # 6. why warm up at all: Adam's estimates are noisy at first;
-# 7. gradient clipping by the global norm.
+# 7. gradient clipping by the global norm;
+# 8. exercises: an Adam step, the schedule and clipping, written yourself.
 
 # %%
 import matplotlib.pyplot as plt
@@ -415,6 +416,50 @@ plt.show()
 # Below the limit nothing changes; above it the norm is exactly 1 and the
 # direction is the same (cosine 1). Clipping each tensor separately would not
 # keep the direction: it would shrink some tensors more than others.
+
+# %% [markdown]
+# ## Exercises: an Adam step, the schedule, clipping
+#
+# Three functions in plain NumPy, each checked against a reference that works
+# number by number with `math` (not with minitrans's own functions):
+#
+# * `my_adam_step(param, grad, m, v, t, lr, beta1, beta2, eps)` returns
+#   `(new_param, new_m, new_v)`, new arrays of the shape of `param`, for step
+#   $t = 1, 2, \dots$ as in section 1. The cases: step 1 with $m = v = 0$
+#   (where the bias correction matters most), $t = 10^6$, a zero gradient,
+#   gradients of $10^{-6}$ (where $\epsilon$ counts: it goes *outside* the
+#   square root), other betas, float32.
+# * `my_learning_rate(steps, d_model, warmup, factor)`: the schedule of
+#   section 5 for an int array of steps (from 1), same shape. The cases
+#   include the peak (step = warmup), step 1 and steps of $10^9$.
+# * `my_clip(grads, max_norm)`: `grads` a list of arrays of any shapes;
+#   return the list clipped by the global norm as in section 7 (unchanged
+#   when the norm is at most `max_norm`).
+
+# %%
+from minitrans.tools.exercises_training import (check_adam_step, check_clip_by_global_norm,
+                                                check_learning_rate)
+
+
+def my_adam_step(param, grad, m, v, t, lr, beta1, beta2, eps):
+    # your code here
+    return np.zeros_like(param), np.zeros_like(m), np.zeros_like(v)
+
+
+def my_learning_rate(steps, d_model, warmup, factor):
+    # your code here
+    return np.zeros(np.shape(steps))
+
+
+def my_clip(grads, max_norm):
+    # your code here
+    return [np.zeros_like(g) for g in grads]
+
+
+# %%
+check_adam_step(my_adam_step)
+check_learning_rate(my_learning_rate)
+check_clip_by_global_norm(my_clip);
 
 # %% [markdown]
 # ## Summary

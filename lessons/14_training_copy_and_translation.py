@@ -20,7 +20,8 @@
 #    last and adjectives after their nouns, and watch the cross-attention
 #    follow the words as they move;
 # 5. score translations with BLEU, and compare greedy decoding with **beam
-#    search** and its length penalty (§6.1).
+#    search** and its length penalty (§6.1);
+# 6. write one step of beam search yourself, in an exercise.
 #
 # Both runs are shortened to fit this notebook into a minute on a laptop; the
 # text says what the short runs reach and what the full `minitrans train`
@@ -516,6 +517,43 @@ plt.show()
 # particles `ka` and `ro`, which translate no English word, spread their
 # attention (about half of it on the first word of the subject and of the
 # object, `the` and `a`).
+
+# %% [markdown]
+# ## Exercise: one step of beam search
+#
+# Write `my_beam_step(log_prob, step_log_probs, finished, lengths, alpha,
+# pad_id)`, the heart of `decoding.beam_search`'s loop, for $B$ sentences of
+# $K$ beams and a vocabulary of $V$ tokens:
+#
+# * `log_prob` $(B, K)$: each beam's $\log P$ so far ($-\infty$ for a beam
+#   not in use: the first step starts from one live beam, `[0, -inf, ...]`);
+# * `step_log_probs` $(B, K, V)$: $\log p(\text{next token} \mid \text{beam})$;
+# * `finished` $(B, K)$, bool: the beams that have produced `<eos>`;
+#   `lengths` $(B, K)$: their token counts so far.
+#
+# A live beam may continue with any token but `<pad>`; a finished beam's only
+# continuation is `<pad>`, at cost $\log 1 = 0$, and its length stays. Rank
+# the $K \cdot V$ candidates of each sentence by $\log P / \text{lp}$, with
+# $\text{lp} = ((5 + \text{new length}) / 6)^\alpha$, and return the $K$
+# best, best first: `(new_log_prob, parent, token)`, each $(B, K)$, where
+# `new_log_prob` is $\log P$ itself, not the ranking score (the next step
+# adds to it). Ties go to the lower flat index $k V + v$ (a stable sort);
+# the checker's random cases have none. It compares the ids exactly, on a
+# first step, finished beams, $K = 1$ (greedy), a `<pad>` id other than 0,
+# float32, and a case where the length penalty changes the choice.
+
+# %%
+from minitrans.tools.exercises_decoding import check_beam_search_step
+
+
+def my_beam_step(log_prob, step_log_probs, finished, lengths, alpha, pad_id):
+    # your code here
+    B, K = log_prob.shape
+    return np.zeros((B, K)), np.zeros((B, K), dtype=int), np.zeros((B, K), dtype=int)
+
+
+# %%
+check_beam_search_step(my_beam_step);
 
 # %% [markdown]
 # ## Summary

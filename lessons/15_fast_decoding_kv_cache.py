@@ -19,7 +19,8 @@
 # 3. checks that cached decoding gives the same tokens and the same logits as
 #    recomputing, to float64 precision;
 # 4. times both as the output grows;
-# 5. works out how much memory the cache costs for the paper's base model.
+# 5. works out how much memory the cache costs for the paper's base model;
+# 6. ends with an exercise: one decoding step with a cache, written yourself.
 
 # %% [markdown]
 # As in lesson 14 we ask NumPy's BLAS for a single thread before NumPy loads:
@@ -276,6 +277,32 @@ print("the weights themselves: about 63 million numbers, 240 MiB (lesson 12)")
 # attention, Shazeer 2019). The cache is worth its memory for any
 # auto-regressive Transformer: without it, generating $L$ tokens costs
 # $O(L^2)$ position computations instead of $O(L)$.
+
+# %% [markdown]
+# ## Exercise: one step with a cache
+#
+# Write `my_cache_step(K_cache, V_cache, q, k, v)` for one attention head:
+# `K_cache` $(B, t, d_k)$ and `V_cache` $(B, t, d_v)$ hold the $t$ positions
+# decoded so far ($t$ may be 0), and `q`, `k` $(B, 1, d_k)$, `v` $(B, 1, d_v)$
+# are the new position's. Return `(out, K, V)`: the cache with the new
+# position appended at the end, $(B, t + 1, \cdot)$, and the new position's
+# attention output $(B, 1, d_v)$ over all $t + 1$ positions, itself
+# included. The checker draws whole sequences, recomputes causal attention
+# over all of them query by query, and compares your output with its last
+# row; its cases include an empty cache, a batch of one, float32 and a score
+# of 1000.
+
+# %%
+from minitrans.tools.exercises_decoding import check_kv_cache_step
+
+
+def my_cache_step(K_cache, V_cache, q, k, v):
+    # your code here
+    return np.zeros(q.shape[:2] + v.shape[-1:]), K_cache, V_cache
+
+
+# %%
+check_kv_cache_step(my_cache_step);
 
 # %% [markdown]
 # ## Summary

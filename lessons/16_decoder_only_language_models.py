@@ -20,7 +20,8 @@
 # 3. training one on a small corpus of English sentences, in seconds;
 # 4. generating text with greedy decoding and with sampling (temperature,
 #    top-k, top-p);
-# 5. its attention map: lower triangular.
+# 5. its attention map: lower triangular;
+# 6. exercises: the inputs and targets of a batch, and top-k filtering.
 
 # %% [markdown]
 # As in lessons 14 and 15, one BLAS thread, asked for before NumPy loads,
@@ -465,6 +466,44 @@ plt.show()
 # noun itself and the determiner before it.
 
 # %% [markdown]
+# ## Exercises: the targets, and top-k
+#
+# * `my_targets(sequences, bos_id, eos_id, pad_id)`: `sequences` is a list of
+#   $B$ lists of token ids, of any lengths (one may be empty), without
+#   `<bos>` or `<eos>`. Return `(inputs, targets)`, two int arrays
+#   $(B, T + 1)$ with $T$ the longest list, as `data.make_lm_batch` builds
+#   them: each row is `<bos>`, the ids, `<eos>`; cut it first (all but the
+#   last token, all but the first), then pad on the right with `pad_id`.
+#   A short row's inputs therefore end in `<pad>` (the `ids[:, :-1]` of the
+#   section on next-token prediction leaves its `<eos>` there, harmless for
+#   the loss; the checker wants `<pad>`, as `make_lm_batch`).
+# * `my_top_k(probs, k)`: `probs` $(B, V)$. Keep the $k$ largest
+#   probabilities of each row, set the others to 0, and divide by the kept
+#   total: what `softmax(top_k_filter(logits, k))` gives. Exactly $k$ are
+#   kept, even with ties, which go to the lower token id (a stable sort);
+#   with $k \geq V$ every token stays. The checker tries rows sorted
+#   ascending, $k = 1$, $k = V$, $k > V$, a row of ties and float32.
+
+# %%
+from minitrans.tools.exercises_language_models import check_next_token_targets, check_top_k_filter
+
+
+def my_targets(sequences, bos_id, eos_id, pad_id):
+    # your code here
+    width = max(len(ids) for ids in sequences) + 1
+    return np.zeros((len(sequences), width), dtype=int), np.zeros((len(sequences), width), dtype=int)
+
+
+def my_top_k(probs, k):
+    # your code here
+    return np.zeros_like(probs)
+
+
+# %%
+check_next_token_targets(my_targets)
+check_top_k_filter(my_top_k);
+
+# %% [markdown]
 # ## Summary
 #
 # * A decoder-only language model is the Transformer's decoder without
@@ -483,12 +522,7 @@ plt.show()
 #
 # ## Next
 #
-# This ends the main path: you have built every part of the Transformer,
-# checked its gradients, trained it and decoded with it. The appendix is
-# about engineering: whether the model computes what the paper means, and
-# how it uses two CPU cores. It starts with
-# [Lesson 20](20_checking_against_pytorch.ipynb), checking against PyTorch:
-# the whole model, gradients and Adam compared with an independent
-# implementation. Or go straight to practice: `minitrans train lm` trains a
-# decoder-only model on two-digit sums, and `minitrans train translate
-# --data pairs.tsv` a translator on your own sentence pairs.
+# [Lesson 17](17_dropout_initialisation_and_gelu.ipynb), dropout,
+# initialisation and GELU: the scale of the random numbers a model starts
+# from, what dropout does to a small model's held-out loss, and the
+# activation that GPT-2 uses instead of ReLU.

@@ -458,6 +458,29 @@ print("logits of from_torch(torch_model) vs torch_model:",
 # `tie_embeddings=True` in the config.
 
 # %% [markdown]
+# ## Exercise: minitrans's weights in PyTorch's layout
+#
+# Section 2 copied the attention weights by hand. Write that conversion as a
+# function of plain NumPy arrays: given minitrans's `W_Q`, `W_K`, `W_V`, each
+# $(d, d)$ and used as $xW$, and the biases `b_Q`, `b_V` $(d,)$, return
+# PyTorch's `(in_proj_weight, in_proj_bias)`, of shapes $(3d, d)$ and
+# $(3d,)$. The checker builds the answer row by row, in another way, and
+# names the case a slip shows in. The solution is in
+# `solutions/20_checking_against_pytorch.py`.
+
+# %%
+from minitrans.tools.exercises_basics import check_torch_in_proj
+
+
+def my_torch_in_proj(W_Q, W_K, W_V, b_Q, b_V):
+    # your code here
+    d = W_Q.shape[0]
+    return np.zeros((3 * d, d)), np.zeros(3 * d)
+
+
+check_torch_in_proj(my_torch_in_proj);
+
+# %% [markdown]
 # ## Summary
 #
 # * A gradient check proves the backward matches the forward; comparing with

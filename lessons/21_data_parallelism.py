@@ -17,7 +17,8 @@
 # 3. opens a replica: a copy of the model that shares its parameters but
 #    keeps its own caches, gradients and dropout masks;
 # 4. measures why this pays on a CPU: NumPy runs a matrix product on every
-#    core, but an element-wise operation on one.
+#    core, but an element-wise operation on one;
+# 5. ends with an exercise: combine the shards' gradients yourself.
 
 # %%
 import timeit
@@ -248,6 +249,32 @@ print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one"
 # is now the plain mean of the halves, the wrong one. A gradient check
 # proves a backward right for its forward; whether the forward computes the
 # right thing needs a comparison with something independent (lesson 20).
+
+# %% [markdown]
+# ## Exercise: the gradient of a batch from its shards
+#
+# Write `my_combine(grads, counts)`: `grads` is a list of $S$ arrays of one
+# shape, the gradient of each shard's *mean* loss, and `counts` the shards'
+# numbers of real (non-padding) target tokens $n_s$. Return the gradient of
+# the mean loss over the whole batch, one array of that shape, with the
+# weights of the first section. A shard with no real token has a zero
+# gradient and weighs nothing (its share is $0 / n$); a batch with no real
+# token at all has a zero gradient, as in `DataParallel` (no division by
+# zero). The checker compares with a sum worked out element by element with
+# `math.fsum`, on shards of different sizes, equal shards, a shard of one
+# token, empty shards, one shard, and float32.
+
+# %%
+from minitrans.tools.exercises_training import check_combine_shard_gradients
+
+
+def my_combine(grads, counts):
+    # your code here
+    return np.zeros_like(grads[0])
+
+
+# %%
+check_combine_shard_gradients(my_combine);
 
 # %% [markdown]
 # ## Summary

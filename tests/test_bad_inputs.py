@@ -48,6 +48,7 @@ from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
 from minitrans.tools import exercises
+from minitrans.tools import path_lengths
 from minitrans.tools.text_input import input_lines
 from minitrans.training import evaluation, experiment
 from minitrans.training.checkpoint import CheckpointError, load_checkpoint, load_parameters
@@ -538,6 +539,36 @@ CATALOGUE = [
          "seed", "non-negative integer", "-1", id="exercise-negative-seed"),
     case(lambda f: exercises.check_top_p(lambda q, p: q, quiet=True, seed=1.5), ValueError,
          "seed", "non-negative integer", "1.5", id="exercise-seed-not-an-integer"),
+    # issue 16, model options
+    case(lambda f: ModelConfig(vocab_size=9, positions="rotary"), ValueError, "positions",
+         "'rotary'", "'learned'", id="config-unknown-positions"),
+    case(lambda f: ModelConfig(vocab_size=9, activation="swish"), ValueError, "activation",
+         "'swish'", "'gelu'", id="config-unknown-activation"),
+    case(lambda f: ModelConfig(vocab_size=9, d_k=-2), ValueError, "d_k", "-2",
+         id="config-negative-d-k"),
+    # a checkpoint that is a named pipe: the old code said "checkpoint not found"
+    case(lambda f: load_checkpoint(fifo(f)), CheckpointError, "pipe.tsv", "named pipe (FIFO)",
+         id="checkpoint-fifo"),
+    # issue 16, exercises of lessons 3 to 12
+    case(lambda f: exercises.CHECKERS["shift_right"](lambda *a: a, quiet=True, seed=-2),
+         ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-module-seed"),
+    # issue 16, exercises of lessons 13-16 and 21 (topic modules)
+    case(lambda f: exercises.CHECKERS["beam_search_step"](print, quiet=True, seed=-2),
+         ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-negative-seed"),
+    # issue 16, lesson 0 (the recurrent layer and Table 1)
+    case(lambda f: minitrans.RecurrentLayer(0, 3), ValueError, "d_in", "0",
+         id="recurrent-zero-d-in"),
+    case(lambda f: minitrans.RecurrentLayer(4, 3).forward(floats(2, 4)), ValueError, "x",
+         "rank 3", "(2, 4)", id="recurrent-not-a-sequence"),
+    case(lambda f: minitrans.RecurrentLayer(4, 3).forward(floats(2, 5, 3)), ValueError, "x",
+         "last dimension 4", "(2, 5, 3)", id="recurrent-wrong-width"),
+    case(lambda f: path_lengths.path_length("rnn", 8), ValueError, "kind", "'rnn'",
+         "'recurrent'", id="path-length-unknown-kind"),
+    case(lambda f: path_lengths.path_length("attention", 1), ValueError, "n", "1",
+         id="path-length-one-position"),
+    # issue 16, lesson 17's exercises (dropout, GELU, Xavier)
+    case(lambda f: exercises.CHECKERS["xavier_init"](lambda u: u, quiet=True, seed="3"),
+         ValueError, "seed", "non-negative integer", "'3'", id="exercise-xavier-seed-a-string"),
 ]
 
 
@@ -729,6 +760,12 @@ CLI_CATALOGUE = [
         "long.tsv", "nothing is left to train on", id="data-every-pair-too-long"),
     cli(lambda f: ["evaluate", "--checkpoint", f.checkpoint(), "--data", f.write("t.tsv", "0\t0\n"),
                    "--show-errors", "-2"], "--show-errors", "-2", id="show-errors-negative"),
+    # issue 16, model options
+    cli(lambda f: train(f, "copy", "--positions", "rotary"), "--positions", "'rotary'",
+        "'learned'", id="positions-unknown"),
+    cli(lambda f: train(f, "copy", "--d-k", "0"), "--d-k", "0", id="d-k-zero"),
+    cli(lambda f: train(f, "copy", "--activation", "tanh"), "--activation", "'tanh'",
+        id="activation-unknown"),
 ]
 
 UTF16 = "a b\tc d\ne f\tg h\n".encode("utf-16-le")  # as some editors save "Unicode" text

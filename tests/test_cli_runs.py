@@ -147,6 +147,12 @@ def test_resume_refuses_every_flag_that_would_make_another_run_in_one_line(earli
         "3",
         "--warmup",
         "7",
+        "--positions",
+        "learned",
+        "--activation",
+        "gelu",
+        "--d-k",
+        "4",
         "--out",
         tmp_path / "other",
     )
@@ -156,6 +162,9 @@ def test_resume_refuses_every_flag_that_would_make_another_run_in_one_line(earli
         "--d-model 32 (checkpoint: 16)",
         "--seed 3 (checkpoint: 0)",
         "--warmup 7 (checkpoint: 100)",
+        "--positions learned (checkpoint: sinusoidal)",
+        "--activation gelu (checkpoint: relu)",
+        "--d-k 4 (checkpoint: None)",
     )
     assert "--heads" not in line  # given, but the checkpoint's own value
     assert not (tmp_path / "other").exists() and path.read_bytes() == saved
@@ -253,3 +262,18 @@ def test_ctrl_c_saves_and_a_second_trainer_on_the_folder_is_refused(tmp_path):
         f"--resume {path}"
     )
     assert not (out / ".lock").exists()
+
+
+def test_the_options_after_the_paper_reach_the_model(tmp_path):
+    """--d-k, --positions and --activation build the model they name, and a
+    resume keeps them."""
+    out = tmp_path / "run"
+    result = train("--out", out, "--heads", "4", "--d-k", "3", "--positions", "learned",
+                   "--activation", "gelu")
+    assert result.returncode == 0, result.stderr
+    assert "d_k=3, positions='learned', activation='gelu'" in result.stdout
+    config = load_checkpoint(out / "checkpoint.npz")[1]["model_config"]
+    assert (config["d_k"], config["positions"], config["activation"]) == (3, "learned", "gelu")
+    resumed = run("train", "copy", "--resume", out / "checkpoint.npz", "--steps", "6",
+                  "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr

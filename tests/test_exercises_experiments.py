@@ -11,8 +11,8 @@ from helpers import load_module
 
 from minitrans.core import backend
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.tools.exercises import CHECKERS, check_perplexity
-from minitrans.tools.exercises_experiments import perplexity
+from minitrans.tools.exercises import CHECKERS
+from minitrans.tools.exercises_experiments import check_perplexity, perplexity
 
 SOLUTION = load_module(
     pathlib.Path(__file__).resolve().parents[1] / "lessons" / "solutions"

@@ -9,7 +9,13 @@ answer is compared with a slow reference worked out another way
 (``exercise_references``: loops, ``math.exp``, explicit Jacobians), not with
 minitrans's own function. The verdict names the first case that fails, with
 its sizes, the relative error and a hint; the checker returns an
-``ExerciseResult`` (see ``exercise_checker``). Your functions take and return plain NumPy arrays.
+``ExerciseResult`` (see ``exercise_checker``). Your functions take and
+return plain NumPy arrays.
+
+The checkers of lessons 2, 4, 5, 9, 10 and 11 are below, with their cases in
+``exercise_cases``; the others live, with their cases and references, in
+topic modules ``exercises_<topic>`` (``exercises_basics``,
+``exercises_embedding``, ...). ``CHECKERS`` gathers them all by exercise name.
 
     from minitrans.tools.exercises import check_softmax
 
@@ -20,9 +26,19 @@ its sizes, the relative error and a hint; the checker returns an
 """
 
 from minitrans.tools import exercise_cases as cases
-from minitrans.tools import exercises_experiments
+from minitrans.tools import (
+    exercises_basics,
+    exercises_decoding,
+    exercises_embedding,
+    exercises_experiments,
+    exercises_language_models,
+    exercises_masks_heads,
+    exercises_output,
+    exercises_recurrent,
+    exercises_regularisation,
+    exercises_training,
+)
 from minitrans.tools.exercise_checker import run_checker
-from minitrans.tools.exercises_experiments import check_perplexity  # noqa: F401 (lesson 18)
 
 
 def check_softmax(fn, quiet=False, seed=None):
@@ -100,5 +116,14 @@ CHECKERS = {
     "layernorm_backward": check_layernorm_backward,
     "positional_encoding": check_positional_encoding,
     "top_p": check_top_p,
+    **exercises_basics.CHECKERS,
+    **exercises_embedding.CHECKERS,
+    **exercises_masks_heads.CHECKERS,
+    **exercises_output.CHECKERS,
+    **exercises_training.CHECKERS,
+    **exercises_decoding.CHECKERS,
+    **exercises_language_models.CHECKERS,
+    **exercises_recurrent.CHECKERS,
+    **exercises_regularisation.CHECKERS,
     **exercises_experiments.CHECKERS,
 }

@@ -6,7 +6,7 @@ equally likely tokens the model is, on average, choosing between. The mean
 is over the real tokens of the whole batch (token-weighted, padding left
 out), not a mean of sentence means.
 
-    from minitrans.tools.exercises import check_perplexity
+    from minitrans.tools.exercises_experiments import check_perplexity
 
     def my_perplexity(logits, targets, pad_id):
         ...

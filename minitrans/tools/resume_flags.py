@@ -24,6 +24,9 @@ FIXED = {
     "dropout": ("--dropout", "model"),
     "tie_embeddings": ("--tie-embeddings", "model"),
     "pre_norm": ("--pre-norm", "model"),
+    "d_k": ("--d-k", "model"),
+    "positions": ("--positions", "model"),
+    "activation": ("--activation", "model"),
     "seed": ("--seed", "train"),
     "warmup": ("--warmup", "train"),
 }

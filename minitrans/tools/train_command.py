@@ -11,7 +11,9 @@ import sys
 
 from minitrans.data import corpus
 from minitrans.data.tasks import TASKS
+from minitrans.layers.positional import POSITIONS
 from minitrans.model.config import LIMITS
+from minitrans.ops.activations import ACTIVATIONS
 from minitrans.tools import arguments
 from minitrans.training.parallel import MAX_WORKERS
 
@@ -80,7 +82,7 @@ def add_parser(commands):
         help="threads, each training on a shard of every batch (default 2 on cpu, 1 on gpu)",
     )
     flag("--d-model", "d_model", "model width d_model", type=arguments.size(LIMITS["d_model"]))
-    flag("--heads", "h", "attention heads h (must divide d_model)",
+    flag("--heads", "h", "attention heads h (must divide d_model, unless --d-k)",
          type=arguments.size(LIMITS["h"]), dest="h")
     flag("--layers", "N", "layers N of the encoder and of the decoder",
          type=arguments.size(LIMITS["N"]), dest="N")
@@ -91,6 +93,12 @@ def add_parser(commands):
          "the output projection", action="store_true", default=None)
     flag("--pre-norm", "pre_norm", "LayerNorm before each sub-layer instead of after",
          action="store_true", default=None)
+    train.add_argument("--d-k", type=arguments.size(LIMITS["d_k"]),
+                       help="width d_k of each attention head (default: d_model / heads)")
+    flag("--positions", "positions", "positional encoding: the paper's sinusoids or a learned "
+         "table", choices=POSITIONS)
+    flag("--activation", "activation", "the feed-forward's non-linearity: the paper's ReLU or "
+         "GELU", choices=ACTIVATIONS)
     train.add_argument(
         "--out",
         help="folder for the checkpoint and plots (default runs/TASK, or runs/NAME for "
@@ -141,7 +149,8 @@ def run(args):
         )
         sizes = {
             k: getattr(args, k)
-            for k in ("d_model", "h", "N", "d_ff", "dropout", "tie_embeddings", "pre_norm")
+            for k in ("d_model", "h", "N", "d_ff", "dropout", "tie_embeddings", "pre_norm", "d_k",
+                      "positions", "activation")
         }
         trainer = experiment.new_trainer(train_config, sizes, progress=progress)
     task, model = trainer.task, trainer.model

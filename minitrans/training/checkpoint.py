@@ -30,6 +30,7 @@ import zipfile
 import numpy as np
 
 from minitrans.core import backend, checks
+from minitrans.data.tsv import FILE_KINDS
 from minitrans.training import untrusted
 from minitrans.training.untrusted import CheckpointError  # callers find it here too
 
@@ -99,10 +100,13 @@ def load_checkpoint(path):
     in a format version this one cannot read.
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
-        raise CheckpointError(f"{path}: is a directory, expected a checkpoint file")
-    if not os.path.isfile(path):
-        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        mode = os.stat(path).st_mode  # stat, not open: opening a FIFO waits for a writer
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: checkpoint not found") from None
+    for is_kind, kind in FILE_KINDS.items():
+        if is_kind(mode):
+            raise CheckpointError(f"{path}: is {kind}, expected a checkpoint file")
     if not zipfile.is_zipfile(path):  # np.load would also read a .npy or a pickle
         raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not an .npz file)")
     content = untrusted.read_members(path)
