@@ -15,8 +15,12 @@ from minitrans.tools.exercises import CHECKERS
 from minitrans.tools.exercises_experiments import check_perplexity, perplexity
 
 SOLUTION = load_module(
-    pathlib.Path(__file__).resolve().parents[1] / "lessons" / "solutions"
-    / "18_the_papers_experiments.py", "solutions_18")
+    pathlib.Path(__file__).resolve().parents[1]
+    / "lessons"
+    / "solutions"
+    / "18_the_papers_experiments.py",
+    "solutions_18",
+)
 
 
 def test_the_checker_is_registered():
@@ -77,14 +81,17 @@ def _no_exp(logits, targets, pad_id):  # the loss, not its perplexity
     return float(-_picked(logits, targets)[targets != pad_id].mean())
 
 
-@pytest.mark.parametrize("wrong, case", [
-    (_with_padding, "random logits, padded rows"),
-    (_sentence_mean, "random logits, padded rows"),
-    (_pad_zero, "pad_id is not 0"),
-    (_no_shift, "logits up to 1000"),
-    (_no_exp, "random logits, padded rows"),
-    (lambda logits, targets, pad_id: 0.0, "random logits, padded rows"),  # the skeleton
-])
+@pytest.mark.parametrize(
+    "wrong, case",
+    [
+        (_with_padding, "random logits, padded rows"),
+        (_sentence_mean, "random logits, padded rows"),
+        (_pad_zero, "pad_id is not 0"),
+        (_no_shift, "logits up to 1000"),
+        (_no_exp, "random logits, padded rows"),
+        (lambda logits, targets, pad_id: 0.0, "random logits, padded rows"),  # the skeleton
+    ],
+)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_typical_slips_fail_in_their_case(wrong, case, seed):
     result = check_perplexity(wrong, quiet=True, seed=seed)

@@ -57,10 +57,19 @@ def perplexity_cases(rng):
         B, T, V = logits.shape
         targets = _targets(rng, lengths, T, V, pad_id)
         # boost: the target's logit raised, a model sure of its answers
-        np.put_along_axis(logits, targets[..., None],
-                          np.take_along_axis(logits, targets[..., None], -1) + boost, -1)
-        return make_case(name, f"B={B}, T={T}, V={V}, pad_id={pad_id}",
-                         (logits, targets, pad_id), perplexity, logits.dtype)
+        np.put_along_axis(
+            logits,
+            targets[..., None],
+            np.take_along_axis(logits, targets[..., None], -1) + boost,
+            -1,
+        )
+        return make_case(
+            name,
+            f"B={B}, T={T}, V={V}, pad_id={pad_id}",
+            (logits, targets, pad_id),
+            perplexity,
+            logits.dtype,
+        )
 
     B, T, V = rng.integers(2, 5), rng.integers(3, 8), rng.integers(4, 12)
     padded = [T] + list(rng.integers(1, T, size=B - 1))  # one full row, the others padded
@@ -80,11 +89,17 @@ def perplexity_cases(rng):
 def check_perplexity(fn, quiet=False, seed=None):
     """fn(logits, targets, pad_id) -> exp(mean cross-entropy per real target
     token), logits (B, T, V), targets (B, T) with pad_id at padding."""
-    return run_checker("perplexity", fn, perplexity_cases,
-                       "log-softmax over axis=-1 with the row maximum subtracted first; pick "
-                       "each target's log-probability; average over the tokens whose target "
-                       "is not pad_id, all sentences together (not sentence by sentence); "
-                       "then exp", quiet, seed)
+    return run_checker(
+        "perplexity",
+        fn,
+        perplexity_cases,
+        "log-softmax over axis=-1 with the row maximum subtracted first; pick "
+        "each target's log-probability; average over the tokens whose target "
+        "is not pad_id, all sentences together (not sentence by sentence); "
+        "then exp",
+        quiet,
+        seed,
+    )
 
 
 CHECKERS = {"perplexity": check_perplexity}
