@@ -59,7 +59,8 @@ TRAIN_FIELDS = ("label_smoothing",)  # the rest of a row's changes are the model
 # Table 3's rows, each (id, group, changes from BASE). (A) keeps d_k =
 # d_model / h, so the computation stays the same; (B) makes d_k smaller at fixed
 # h; (C) changes the sizes (d_k = d_model / h); (D) regularisation; (E)
-# learned positions; (F), not in the paper's table, pre-norm (the issue asks).
+# learned positions; (F), not in the paper's table: pre-norm (the issue asks),
+# alone and with the four layers of C2.
 ROWS = [
     ("base", "base", {}),
     ("A1", "A", dict(h=1)),
@@ -80,6 +81,7 @@ ROWS = [
     ("D4", "D", dict(label_smoothing=0.3)),
     ("E1", "E", dict(positions="learned")),
     ("F1", "F", dict(pre_norm=True)),
+    ("F2", "F", dict(N=4, pre_norm=True)),  # C2 again, pre-norm
 ]
 MEASURES = ("ppl", "loss", "bleu", "exact_match", "token_accuracy", "seconds")
 
@@ -235,6 +237,15 @@ def output_paths(out, force):
     return paths
 
 
+def load_average():
+    """The 1-minute load average (how many programs wanted a core), as text:
+    above the core count, the runs shared their cores."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except (AttributeError, OSError):  # not on Windows
+        return "unknown"
+
+
 def positive(text):
     """argparse type: an int >= 1 (argparse names the flag in its message)."""
     value = int(text)
@@ -282,7 +293,7 @@ def main(argv=None):
     except ValueError as error:
         parser.error(f"--{error}")
 
-    start = time.perf_counter()
+    start, load_before = time.perf_counter(), load_average()
     results = run_rows(
         rows,
         args.seeds,
@@ -300,7 +311,8 @@ def main(argv=None):
     }
     machine = (
         f"Measured {datetime.date.today().isoformat()} on {machine_description()}; "
-        f"{total:.0f} s in all"
+        f"{total:.0f} s in all; load average {load_before} at the start, {load_average()} at "
+        f"the end (programs sharing the cores change the seconds, not the other numbers)"
     )
     table = markdown_table(results)
     os.makedirs(os.path.dirname(json_path), exist_ok=True)

@@ -569,6 +569,9 @@ CATALOGUE = [
     # issue 16, lesson 17's exercises (dropout, GELU, Xavier)
     case(lambda f: exercises.CHECKERS["xavier_init"](lambda u: u, quiet=True, seed="3"),
          ValueError, "seed", "non-negative integer", "'3'", id="exercise-xavier-seed-a-string"),
+    # issue 16, lesson 18 (the paper's experiments: perplexity)
+    case(lambda f: exercises.CHECKERS["perplexity"](lambda *a: 1.0, quiet=True, seed=-1),
+         ValueError, "seed", "non-negative integer", "-1", id="exercise-perplexity-negative-seed"),
 ]
 
 
