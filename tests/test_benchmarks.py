@@ -476,12 +476,15 @@ def test_kernels_quick_run_prints_a_row_for_every_pair():
 # ------------------------------------------------------------ ablations.py (issue 16)
 
 
-def test_ablations_writes_the_table_and_its_numbers(tmp_path, capsys):
+def test_ablations_writes_the_table_and_its_numbers(tmp_path, capsys, monkeypatch):
     """Two rows, two seeds, three steps: the JSON holds every run's measures,
     their means and spreads, and the Markdown table shows a row per result,
     the changed setting only. Before issue 16 there was no ablations.py."""
     import json
 
+    # the script sets OMP_NUM_THREADS when imported: restored after the test,
+    # so that the other tests' subprocesses inherit the environment as it was
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     import ablations
 
     out = tmp_path / "abl.json"
