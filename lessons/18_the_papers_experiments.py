@@ -102,11 +102,12 @@ print(f"6 x 65M parameters x 50,000 tokens x 100,000 steps = {estimate:.1e} FLOP
       f"{estimate / (12 * 3600 * 8 * P100):.0%} of the peak-speed figure")
 
 # %% [markdown]
-# The rule of thumb ignores the embedding lookups (cheap) and attention's
-# $T^2$ work, and counts the source tokens as if every one went through the
-# whole model, so it is rough; it says that the GPUs would have had to
-# run at around half their peak speed, a plausible rate. Table 2's figures
-# are upper bounds of the same order.
+# The rule of thumb is rough: it leaves out attention's $T^2$ work, and it
+# counts every source token as if it went through the whole model, when it
+# only goes through the encoder. It says the same order of magnitude: the
+# GPUs would have had to sustain around 60% of their peak speed for the 12
+# hours. Table 2's figures assume the peak itself, so they are upper bounds,
+# which is all the paper claims for them ("an estimate").
 #
 # ## What minitrans does instead
 #
@@ -206,21 +207,23 @@ display(Markdown(ablations.markdown_table(stored["rows"])))
 
 # %% [markdown]
 # Three seeds are few, so before reading a difference, look at the spread.
-# The figure shows every run's perplexity (dots) and the mean (bar) on a log
-# scale; the grey band is the base model's range over its seeds.
+# The figure shows every run's perplexity (dots) and each row's mean (a
+# dash). A perfect model's perplexity is 1, so we plot what is left above
+# it, PPL − 1, on a log scale, where the small differences show; the grey
+# band is the base model's range over its seeds.
 
 # %%
 order = [row["id"] for row in stored["rows"]]
 fig, ax = plt.subplots(figsize=(9, 3.6))
-base_ppl = [run["ppl"] for run in rows["base"]["runs"]]
-ax.axhspan(min(base_ppl), max(base_ppl), color="0.85", label="base: range over seeds")
+base_excess = [run["ppl"] - 1 for run in rows["base"]["runs"]]
+ax.axhspan(min(base_excess), max(base_excess), color="0.85", label="base: range over seeds")
 for x, row_id in enumerate(order):
-    values = [run["ppl"] for run in rows[row_id]["runs"]]
-    ax.bar(x, rows[row_id]["mean"]["ppl"] - 1, bottom=1, color="tab:blue", alpha=0.35)
+    values = [run["ppl"] - 1 for run in rows[row_id]["runs"]]
     ax.plot([x] * len(values), values, "o", color="tab:blue", markersize=4)
+    ax.plot(x, rows[row_id]["mean"]["ppl"] - 1, "_", color="black", markersize=14)
 ax.set_xticks(range(len(order)), order)
 ax.set_yscale("log")
-ax.set_ylabel("held-out perplexity")
+ax.set_ylabel("held-out perplexity - 1")
 ax.set_title("Table 3 at toy scale: every seed's perplexity, 100 steps each")
 ax.legend(loc="upper left", fontsize=8)
 plt.show()
@@ -267,34 +270,42 @@ for row in stored["rows"][1:]:
 # Read with the spreads in mind (the stored results; the verdicts above are
 # computed from them):
 #
-# * **(A) heads: carries over.** One head is worse than four on every seed
-#   (PPL and exact match), and the most heads, 16 of width $d_k = 4$, is
-#   worse again: the paper's "single-head attention is worse, and too many
-#   heads hurt too". Our best is 8 heads of width 8.
-# * **(B) smaller $d_k$ hurts: carries over**, clearly at $d_k = 4$. Here, as
-#   in the paper, the smaller $W_Q$ and $W_K$ also mean fewer parameters.
-# * **(C) "bigger is better": does not carry over**, and for a reason that
-#   is not the model's: every row trains for the same 100 steps. One layer
-#   learns this easy task faster than two; a narrower model ($d_\text{model} = 32$)
-#   has not learnt it yet, and a wider one (128) is no better, as the
-#   schedule's rate falls with $d_\text{model}^{-0.5}$. Four post-norm layers
-#   (C2) fail outright at this learning rate. The paper trained every row
-#   for 100,000 steps, long enough for size to pay.
-# * **(D) dropout: does not carry over.** 100 steps of 64 pairs see 6,400
-#   of the 20,000 training pairs, none twice: there is nothing to over-fit,
-#   and dropout only slows learning (0.3 badly). Without dropout the
-#   perplexity is a little higher although more sentences come out right:
-#   the model is surer of its answers, and pays for that when it is wrong.
-#   Lesson 17 shows dropout working where a model does over-fit.
+# * **(A) heads: carries over, in part.** One head is clearly worse than
+#   four (higher perplexity, 11 points less exact match), as the paper's
+#   single head is its worst row. Sixteen heads of width $d_k = 4$ are worse
+#   on average too, the paper's "too many heads", but within the seeds'
+#   spread; 2 and 8 heads cannot be told from 4.
+# * **(B) a smaller $d_k$ hurts: carries over** at $d_k = 4$, clearly;
+#   $d_k = 8$ is within the noise. As in the paper, the narrower $W_Q$ and
+#   $W_K$ also mean fewer parameters.
+# * **(C) "bigger is better": does not carry over**, for a reason that is
+#   not the model's: every row trains for the same 100 steps. One layer
+#   learns this easy task a little faster than two; the narrow model
+#   ($d_\text{model} = 32$) has not learnt it yet; the wide one (128) and
+#   the feed-forward widths cannot be told from the base; four post-norm
+#   layers (C2) fail outright. The paper trained every row for 100,000
+#   steps, long enough for size to pay.
+# * **(D) dropout: does not carry over.** 100 steps of 64 pairs see 6,400 of
+#   the 20,000 training pairs, none twice: there is nothing to over-fit, and
+#   dropout can only slow learning down (0.3: it has not learnt the task
+#   yet). Without dropout the perplexity is a little higher, while exact
+#   match is within the noise. Lesson 17 shows dropout working where a
+#   model does over-fit.
 # * **(D) label smoothing: carries over for perplexity.** Without it the
-#   perplexity is much lower, with 0.3 much higher, exactly as §5.4 says; on
-#   exact match the differences are within the seeds' spread.
-# * **(E) learned positions: carries over**: as close to sinusoids as the
-#   seeds let us tell (the paper: 25.7 against 25.8 BLEU), for
-#   $64 \times 64$ more parameters.
-# * **(F) pre-norm**, not in Table 3: with two layers it changes little; with
-#   four (F2) it trains where post-norm (C2) fails. This is why GPT-2 and
-#   most later models put the layer norm first (lesson 9).
+#   perplexity is lower, with 0.3 much higher, as §5.4 says ("this hurts
+#   perplexity"); the paper's gain in BLEU is too small to see here.
+# * **(E) learned positions: carries over**: as close to sinusoids as three
+#   seeds can tell (the paper: 25.7 against 25.8 BLEU), for $64 \times 64$
+#   more parameters per embedding.
+# * **(F) pre-norm**, not in Table 3: with two layers it changes nothing we
+#   can measure; with four (F2) it trains where post-norm (C2) fails. This is
+#   one reason GPT-2 and most later models put the layer norm first.
+#
+# How fragile the small differences are: an earlier run of the same script
+# with NumPy's matrix products on two threads instead of one (which changes
+# only the order of their sums, and so the last bits) moved several rows by
+# a few points of exact match: rounding is a source of noise too, and three
+# seeds do not average it away.
 #
 # ## 4. One comparison, live: four layers, post-norm against pre-norm
 #
@@ -330,9 +341,10 @@ for row_id, (trainer, _, measures) in live.items():
           f"exact match {stored_run['exact_match']:.1%}")
 
 # %% [markdown]
-# The live runs repeat the stored ones (on the same machine to the last
-# digit: every random choice comes from the seed). The training losses show
-# where post-norm goes wrong:
+# The live runs repeat the stored ones to the last digit: every random
+# choice comes from the seed, and the script and this lesson both run
+# NumPy's products on one thread (lesson 14), so even the rounding is the
+# same. The training losses show where post-norm goes wrong:
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -346,13 +358,16 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# Both fall at first. The post-norm stack's loss stalls around the step where
-# the warm-up ends and the learning rate is highest, while the pre-norm
-# stack's keeps falling. In a post-norm layer every gradient passes through
-# the layer norms of all the layers above it; in a pre-norm layer the
-# residual path runs from the loss to the embeddings untouched, so a deeper
-# stack tolerates a larger step (lesson 9). The paper's long warm-up, 4,000
-# steps, is part of what made its six post-norm layers train.
+# Both start alike; after about ten steps the pre-norm stack's loss falls
+# much faster, while the post-norm stack's creeps down and is still near 2
+# at step 100. In a pre-norm stack the residual path runs from the loss to
+# the embeddings without passing through any layer norm (lesson 9); in a
+# post-norm stack every gradient passes through the norms of all the layers
+# above. Xiong et al. (2020, "On Layer Normalization in the Transformer
+# Architecture") show that post-norm's gradients at initialisation are
+# largest near the output, which is why it needs a careful warm-up, and that
+# pre-norm trains without one. Our 50 warm-up steps are few for four
+# post-norm layers; the paper used 4,000.
 #
 # ## Checkpoint averaging
 #
@@ -373,11 +388,12 @@ for label, measures in (("last checkpoint (step 100)", last), ("average of steps
           f"exact match {measures['exact_match']:.1%}")
 
 # %% [markdown]
-# Whether the average wins depends on where the snapshots are: on a
-# run still falling fast, the older checkpoints are simply worse, and the
-# average drags the newest back; near the end of a long run, where the
-# parameters wander around a minimum, it helps, which is where the paper
-# used it.
+# Here the average of the five snapshots beats the last one on every
+# measure, for the price of one mean per parameter. That is one run and one
+# seed, an example rather than a proof: on a run whose loss is still falling
+# fast the older snapshots are simply worse and can drag the average back;
+# near the end of a long run, where the parameters wander around a minimum,
+# averaging is reliably a gain, which is where the paper used it.
 #
 # ## 5. Exercise: perplexity
 #
@@ -414,14 +430,15 @@ check_perplexity(my_perplexity);
 #   `benchmarks/ablations.py` runs its rows on the toy translation task,
 #   three seeds each, in about two minutes; read a difference only where it
 #   exceeds the seeds' spread.
-# * What carries over: one head is worse than several and too many hurt
-#   again, a smaller $d_k$ hurts, label smoothing raises perplexity, learned
-#   positions match sinusoids.
+# * What carries over: one head is clearly worse than four (too many heads
+#   too, within the noise), a much smaller $d_k$ hurts, label smoothing
+#   raises perplexity, learned positions match sinusoids.
 # * What does not: bigger is not better, and dropout does not help, in 100
 #   steps that see each example once; four post-norm layers fail where
 #   pre-norm trains.
-# * Checkpoint averaging is a mean of parameter snapshots, and perplexity is
-#   $\exp$ of the token-weighted mean cross-entropy.
+# * Checkpoint averaging is a mean of parameter snapshots (here better than
+#   the last snapshot), and perplexity is $\exp$ of the token-weighted mean
+#   cross-entropy.
 #
 # ## Next
 #
