@@ -27,7 +27,6 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one BLAS thread; set before NumPy loads
 
 import json
-import math
 import pathlib
 import sys
 import time
