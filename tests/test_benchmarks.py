@@ -528,3 +528,15 @@ def test_ablations_refuses_bad_flags_in_one_line(flags, message):
     last = run.stderr.strip().splitlines()[-1]  # argparse's usage, then one line of error
     assert run.returncode == 2 and last.startswith("ablations.py: error: ") and message in last
     assert "Traceback" not in run.stderr
+
+
+def test_ablations_rows_are_picked_by_id_or_group(monkeypatch):
+    """--rows takes row ids and group letters in any case; base comes first
+    and only once; the rows keep the table's order."""
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    import ablations
+
+    picked = [row[0] for row in ablations.select_rows("e1, a,BASE")]
+    assert picked == ["base", "A1", "A2", "A3", "A4", "E1"]
+    with pytest.raises(ValueError, match="rows: expected row ids or groups"):
+        ablations.select_rows(" , ")
