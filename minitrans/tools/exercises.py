@@ -20,6 +20,7 @@ its sizes, the relative error and a hint; the checker returns an
 """
 
 from minitrans.tools import exercise_cases as cases
+from minitrans.tools import exercises_gpt
 from minitrans.tools.exercise_checker import run_checker
 
 
@@ -98,4 +99,5 @@ CHECKERS = {
     "layernorm_backward": check_layernorm_backward,
     "positional_encoding": check_positional_encoding,
     "top_p": check_top_p,
+    **exercises_gpt.CHECKERS,
 }
