@@ -35,7 +35,7 @@ from minitrans.layers.linear import Linear
 from minitrans.layers.loss import LabelSmoothedCrossEntropy, LogSoftmax
 from minitrans.layers.module import Module
 from minitrans.layers.multihead import MultiHeadAttention
-from minitrans.layers.positional import PositionalEncoding, sinusoidal_table
+from minitrans.layers.positional import PositionalEmbedding, PositionalEncoding, sinusoidal_table
 from minitrans.layers.projection import OutputProjection
 from minitrans.layers.add_norm import AddNorm
 from minitrans.model.config import ModelConfig

@@ -399,7 +399,9 @@ def test_nan_in_a_record_is_refused(tmp_path):
 
 def test_parameter_count_is_the_built_model_s(backend_name):
     for options in ({}, {"tie_embeddings": True}, {"decoder_only": True}, {"pre_norm": True},
-                    {"src_vocab_size": 9}, {"decoder_only": True, "pre_norm": True}):
+                    {"src_vocab_size": 9}, {"decoder_only": True, "pre_norm": True},
+                    {"positions": "learned", "d_k": 3, "activation": "gelu"},
+                    {"decoder_only": True, "positions": "learned", "tie_embeddings": True}):
         config = ModelConfig.preset("tiny", vocab_size=7, N=2, **options)
         model = experiment.build_model(config)
         assert config.parameter_count() == sum(v.size for _, v, _ in model.named_parameters())

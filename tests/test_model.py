@@ -17,6 +17,8 @@ VARIANTS = [
     pytest.param({"tie_embeddings": True}, id="tied-post-norm"),
     pytest.param({"pre_norm": True}, id="untied-pre-norm"),
     pytest.param({"tie_embeddings": True, "pre_norm": True}, id="tied-pre-norm"),
+    pytest.param({"positions": "learned", "activation": "gelu", "d_k": 3},
+                 id="learned-positions-gelu-d_k-3"),
 ]
 
 
@@ -111,7 +113,8 @@ def test_source_padding_does_not_change_the_logits(backend_name, device):
 PREFIXES = [[1, 3, 4, 5], [1, 6, 2, 5]]
 
 
-@pytest.mark.parametrize("options", [{}, {"pre_norm": True, "tie_embeddings": True}])
+@pytest.mark.parametrize("options", [{}, {"pre_norm": True, "tie_embeddings": True},
+                                     {"positions": "learned", "activation": "gelu", "d_k": 3}])
 def test_cached_decoding_gives_the_logits_of_recomputation(float64, device, options):
     model = _eval_model(**options)
     src, tgt_in = _batch(device)[0], device(PREFIXES)

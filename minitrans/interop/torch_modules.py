@@ -61,6 +61,15 @@ class TorchInputEmbedding(nn.Module):
 
 
 def _layer_options(config):
+    """nn.TransformerEncoderLayer's arguments for the paper's layer. Its
+    attention has heads of d_model / h, and this mirror knows only the
+    paper's ReLU and sinusoids: the later options are refused by name."""
+    given = {"d_k": config.d_k, "positions": config.positions, "activation": config.activation}
+    paper = {"d_k": None, "positions": "sinusoidal", "activation": "relu"}
+    for name, value in given.items():
+        if value != paper[name]:
+            raise ValueError(f"config.{name}: the PyTorch mirror builds the paper's model, "
+                             f"{name}={paper[name]!r}; got {value!r}")
     return dict(d_model=config.d_model, nhead=config.h, dim_feedforward=config.d_ff,
                 dropout=config.dropout, activation="relu", layer_norm_eps=1e-5,
                 batch_first=True, norm_first=config.pre_norm)

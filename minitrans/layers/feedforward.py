@@ -3,6 +3,7 @@
 from minitrans.core import backend, checks
 from minitrans.layers.linear import Linear
 from minitrans.layers.module import Module
+from minitrans.ops import activations
 
 
 class FeedForward(Module):
@@ -12,6 +13,10 @@ class FeedForward(Module):
     d_ff = 2048 = 4 * 512). The two ``Linear`` children are named after the
     paper's weights: ``W_1.W`` is W_1 and ``W_1.b`` is b_1, ``W_2.W`` and
     ``W_2.b`` are W_2 and b_2.
+
+    ``activation="gelu"`` puts GELU (``ops.activations.gelu``) where the
+    paper has max(0, .), as BERT and GPT-2 do; its backward multiplies by
+    GELU'(a) instead of [a > 0], so the pre-activation a is kept.
 
     Backward, with a = x W_1 + b_1 and r = max(0, a):
         dr = W_2's backward of dy     (dW_2 += r^T dy, db_2 += sum of dy)
@@ -28,11 +33,12 @@ class FeedForward(Module):
         y: (..., d_model)
     """
 
-    def __init__(self, d_model, d_ff, rng=None):
+    def __init__(self, d_model, d_ff, rng=None, activation="relu"):
         super().__init__()
         checks.check_positive_int("d_model", d_model)
         checks.check_positive_int("d_ff", d_ff)
-        self.d_model, self.d_ff = d_model, d_ff
+        checks.check_choice("activation", activation, activations.ACTIVATIONS)
+        self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         rng = backend.host_rng(rng)
         self.W_1 = Linear(d_model, d_ff, rng=rng)
         self.W_2 = Linear(d_ff, d_model, rng=rng)
@@ -41,7 +47,10 @@ class FeedForward(Module):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model)
         checks.check_finite("x", x)
         with checks.inputs_checked():  # W_1 and W_2 need not check x and hidden again
-            hidden = self.W_1.forward(x)  # (..., d_ff), a fresh array
+            hidden = self.W_1.forward(x)  # a = x W_1 + b_1, (..., d_ff), a fresh array
+            if self.activation == "gelu":
+                self.cache = hidden  # GELU'(a) needs a itself
+                return self.W_2.forward(activations.gelu(hidden))
             relu_in_place(hidden)  # one (..., d_ff) array, not two
             self.cache = hidden  # r = max(0, a): r > 0 exactly where a > 0
             return self.W_2.forward(hidden)
@@ -49,6 +58,8 @@ class FeedForward(Module):
     def backward(self, dy):
         hidden = self.saved()
         dhidden = self.W_2.backward(dy)
+        if self.activation == "gelu":
+            return self.W_1.backward(activations.gelu_backward(hidden, dhidden))
         dhidden *= hidden > 0  # ReLU passes the gradient where its output is positive
         return self.W_1.backward(dhidden)
 

@@ -43,6 +43,10 @@ class MultiHeadAttention(Module):
     W_Q, W_K, W_V, W_O, each a Linear(d_model, d_model): ``W_Q.W`` is W_Q,
     ``W_Q.b`` is b_Q; ``W_K`` has no ``b``.
 
+    ``d_k`` sets the width of a head apart from d_model (Table 3, rows A and
+    B vary it): W_Q, W_K, W_V are then Linear(d_model, h * d_k) and W_O is
+    Linear(h * d_k, d_model). By default d_k = d_model / h, as in the paper.
+
     Inputs:
         x:      (B, T_q, d_model)
         memory: (B, T_k, d_model), optional
@@ -53,20 +57,23 @@ class MultiHeadAttention(Module):
         out: (B, T_q, d_model)
     """
 
-    def __init__(self, d_model, h, rng=None):
+    def __init__(self, d_model, h, rng=None, d_k=None):
         super().__init__()
         checks.check_positive_int("d_model", d_model)
         checks.check_positive_int("h", h)
-        if d_model % h != 0:
+        checks.check_int("d_k", d_k, low=1, allow_none=True)
+        if d_k is None and d_model % h != 0:
             raise ValueError(
                 f"h: d_model={d_model} must be divisible by the number of heads, got h={h}"
             )
-        self.d_model, self.h, self.d_k = d_model, h, d_model // h
+        self.d_model, self.h = d_model, h
+        self.d_k = d_model // h if d_k is None else d_k
+        width = h * self.d_k  # the heads side by side: d_model unless d_k is given
         rng = backend.host_rng(rng)
-        self.W_Q = Linear(d_model, d_model, rng=rng)
-        self.W_K = Linear(d_model, d_model, bias=False, rng=rng)  # softmax ignores a key bias
-        self.W_V = Linear(d_model, d_model, rng=rng)
-        self.W_O = Linear(d_model, d_model, rng=rng)
+        self.W_Q = Linear(d_model, width, rng=rng)
+        self.W_K = Linear(d_model, width, bias=False, rng=rng)  # softmax ignores a key bias
+        self.W_V = Linear(d_model, width, rng=rng)
+        self.W_O = Linear(width, d_model, rng=rng)
         self.attention = ScaledDotProductAttention()
 
     def split_heads(self, x):
@@ -74,9 +81,9 @@ class MultiHeadAttention(Module):
         return x.reshape(x.shape[0], x.shape[1], self.h, self.d_k).swapaxes(1, 2)
 
     def merge_heads(self, heads):
-        """(B, h, T, d_k) -> (B, T, d_model), the heads side by side."""
+        """(B, h, T, d_k) -> (B, T, h * d_k), the heads side by side."""
         batch, _, length, _ = heads.shape
-        return heads.swapaxes(1, 2).reshape(batch, length, self.d_model)
+        return heads.swapaxes(1, 2).reshape(batch, length, self.h * self.d_k)
 
     def forward(self, x, memory=None, mask=None):
         self._check_input("x", x, x)

@@ -1,7 +1,13 @@
-"""Sinusoidal positional encoding (paper §3.5)."""
+"""Positional encodings (paper §3.5): the sinusoidal table, and the learned
+table the paper compared it with (Table 3, row E) and GPT-2 uses."""
+
+import math
 
 from minitrans.core import backend, checks
+from minitrans.layers import init
 from minitrans.layers.module import Module
+
+POSITIONS = ("sinusoidal", "learned")
 
 
 def sinusoidal_table(max_len, d_model):
@@ -45,21 +51,66 @@ class PositionalEncoding(Module):
         self.buffers["PE"] = sinusoidal_table(max_len, d_model)
 
     def forward(self, x, offset=0):
-        checks.check_array(
-            "x", x, min_ndim=2, last_dim=self.d_model, dtype=self.buffers["PE"].dtype
-        )
-        checks.check_finite("x", x)
-        length = x.shape[-2]
-        checks.check_int("offset", offset, low=0)
-        if offset + length > self.max_len:
-            raise ValueError(
-                f"x: sequence of length {length} (from position {offset}) is longer "
-                f"than the positional encoding's max_len={self.max_len}"
-            )
+        _check_positions(x, offset, self.d_model, self.max_len, self.buffers["PE"].dtype)
         self.cache = x.shape
-        return x + self.buffers["PE"][offset:offset + length]
+        return x + self.buffers["PE"][offset:offset + x.shape[-2]]
 
     def backward(self, dy):
         x_shape = self.saved()
         checks.check_same_shape("dy", dy, x_shape)
         return dy
+
+
+class PositionalEmbedding(Module):
+    """Adds a learned vector P[position] to each vector of a sequence.
+
+    The paper tried learned positional embeddings (after ConvS2S) and found
+    "nearly identical results" (Table 3, row E); it kept the sinusoids, which
+    may extend to lengths unseen in training. GPT-2 learns them.
+
+    Forward:   y[b, t] = x[b, t] + P[offset + t]
+    Backward:  dx = dy,   dP[offset + t] += sum over b of dy[b, t]
+
+    P starts as N(0, 1/2): the mean square of the sinusoidal table's entries
+    (sin^2 and cos^2 average 1/2), so both start at the same scale.
+
+    Parameters:
+        P: (max_len, d_model)
+    Inputs:
+        x: (B, T, d_model), T + offset <= max_len
+    Returns:
+        y: (B, T, d_model)
+    """
+
+    def __init__(self, d_model, max_len=512, rng=None):
+        super().__init__()
+        checks.check_positive_int("d_model", d_model)
+        checks.check_positive_int("max_len", max_len)
+        self.d_model, self.max_len = d_model, max_len
+        rng = backend.host_rng(rng)
+        self.add_param("P", init.normal(rng, (max_len, d_model), math.sqrt(0.5)))
+
+    def forward(self, x, offset=0):
+        _check_positions(x, offset, self.d_model, self.max_len, self.params["P"].dtype)
+        self.cache = x.shape, offset
+        return x + self.params["P"][offset:offset + x.shape[-2]]
+
+    def backward(self, dy):
+        x_shape, offset = self.saved()
+        checks.check_same_shape("dy", dy, x_shape)
+        rows = dy.reshape(-1, x_shape[-2], self.d_model).sum(axis=0)  # (T, d_model)
+        self.grads["P"][offset:offset + x_shape[-2]] += rows
+        return dy
+
+
+def _check_positions(x, offset, d_model, max_len, dtype):
+    """x (..., T, d_model) of the table's dtype fits positions offset .. offset+T-1."""
+    checks.check_array("x", x, min_ndim=2, last_dim=d_model, dtype=dtype)
+    checks.check_finite("x", x)
+    checks.check_int("offset", offset, low=0)
+    length = x.shape[-2]
+    if offset + length > max_len:
+        raise ValueError(
+            f"x: sequence of length {length} (from position {offset}) is longer "
+            f"than the positional encoding's max_len={max_len}"
+        )

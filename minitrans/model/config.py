@@ -3,6 +3,8 @@
 import dataclasses
 
 from minitrans.core import checks
+from minitrans.layers.positional import POSITIONS
+from minitrans.ops.activations import ACTIVATIONS
 
 # Table 3 of the paper (with its shared embedding and pre-softmax matrix,
 # §3.4), and small sizes for the toy tasks.
@@ -20,7 +22,7 @@ PRESETS = {
 # is judged by minitrans.model.memory). Checkpoints' records are held to
 # them too.
 LIMITS = {"vocab_size": 2**24, "src_vocab_size": 2**24, "d_model": 2**16, "h": 2**10,
-          "N": 2**10, "d_ff": 2**20, "max_len": 2**20}
+          "N": 2**10, "d_ff": 2**20, "max_len": 2**20, "d_k": 2**16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +38,9 @@ class ModelConfig:
                      pre-softmax projection (paper §3.4); needs one vocabulary
     decoder_only:    a GPT-style language model: no encoder, no cross-attention
     pad_id:          the token id of <pad>, masked out everywhere
+    d_k:             width of each head (and d_v); None: d_model / h, the paper's
+    positions:       "sinusoidal" (the paper) or "learned" (Table 3 row E, GPT-2)
+    activation:      the feed-forward's "relu" (the paper) or "gelu" (BERT, GPT-2)
     """
 
     vocab_size: int
@@ -50,16 +55,22 @@ class ModelConfig:
     tie_embeddings: bool = False
     decoder_only: bool = False
     pad_id: int = 0
+    d_k: int = None
+    positions: str = "sinusoidal"
+    activation: str = "relu"
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "h", "N", "d_ff", "max_len"):
             checks.check_positive_int(name, getattr(self, name))
-        checks.check_int("src_vocab_size", self.src_vocab_size, low=1, allow_none=True)
+        for name in ("src_vocab_size", "d_k"):
+            checks.check_int(name, getattr(self, name), low=1, allow_none=True)
+        checks.check_choice("positions", self.positions, POSITIONS)
+        checks.check_choice("activation", self.activation, ACTIVATIONS)
         for name, limit in LIMITS.items():
             if (getattr(self, name) or 0) > limit:
                 raise ValueError(f"{name}: expected at most {limit} (ModelConfig's LIMITS), "
                                  f"got {getattr(self, name)}")
-        if self.d_model % self.h:
+        if self.d_k is None and self.d_model % self.h:
             raise ValueError(
                 f"h: d_model={self.d_model} must be divisible by the number of heads, "
                 f"got h={self.h}"
@@ -85,7 +96,7 @@ class ModelConfig:
         """NumPy integers pass the checks above; keep Python's int and float,
         which the checkpoint's JSON record can hold."""
         for name in ("vocab_size", "src_vocab_size", "d_model", "h", "N", "d_ff", "max_len",
-                     "pad_id"):
+                     "pad_id", "d_k"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, int(getattr(self, name)))  # frozen dataclass
         object.__setattr__(self, "dropout", float(self.dropout))
@@ -94,17 +105,23 @@ class ModelConfig:
     def source_vocab_size(self):
         return self.vocab_size if self.src_vocab_size is None else self.src_vocab_size
 
+    @property
+    def head_width(self):
+        """d_k: the width of one head, d_model / h unless set."""
+        return self.d_model // self.h if self.d_k is None else self.d_k
+
     def parameter_count(self):
         """How many numbers the model's parameters hold, computed from the
         sizes alone (without building the model): per attention block the
-        four d_model x d_model projections and the biases of Q, V and O (a
-        key bias would change no score), per feed-forward network W_1, W_2
-        and their biases, 2 d_model per LayerNorm; the embeddings and the
-        generator, one shared matrix when tied; the final LayerNorm of each
-        stack with pre_norm. The base model of Table 3 has about 63 million
-        (with a 37000-token vocabulary)."""
-        d, V = self.d_model, self.vocab_size
-        attention = 4 * d * d + 3 * d
+        projections W_Q, W_K, W_V (d_model x h d_k each) and W_O (h d_k x
+        d_model) and the biases of Q, V and O (a key bias would change no
+        score), per feed-forward network W_1, W_2 and their biases, 2 d_model
+        per LayerNorm; the embeddings and the generator, one shared matrix
+        when tied; a max_len x d_model table per embedding with learned
+        positions; the final LayerNorm of each stack with pre_norm. The base
+        model of Table 3 has about 63 million (with a 37000-token vocabulary)."""
+        d, V, width = self.d_model, self.vocab_size, self.h * self.head_width
+        attention = 4 * d * width + 2 * width + d
         norm = 2 * d
         feed_forward = 2 * d * self.d_ff + self.d_ff + d
         layer = attention + norm + feed_forward + norm  # an encoder layer
@@ -115,6 +132,7 @@ class ModelConfig:
             count += 0 if self.tie_embeddings else self.source_vocab_size * d
         count += V * d  # the (target) embedding
         count += V + (0 if self.tie_embeddings else d * V)  # the generator
+        count += stacks * self.max_len * d if self.positions == "learned" else 0
         return count + (stacks * norm if self.pre_norm else 0)
 
     @classmethod

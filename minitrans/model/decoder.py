@@ -33,18 +33,19 @@ class DecoderLayer(Module):
     """
 
     def __init__(
-        self, d_model, h, d_ff, dropout=0.1, pre_norm=False, cross_attention=True, rng=None
+        self, d_model, h, d_ff, dropout=0.1, pre_norm=False, cross_attention=True, rng=None,
+        *, d_k=None, activation="relu",
     ):
         super().__init__()
         rng = backend.host_rng(rng)
 
-        self.self_attn = MultiHeadAttention(d_model, h, rng=rng)
+        self.self_attn = MultiHeadAttention(d_model, h, rng=rng, d_k=d_k)
         self.self_attn_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
         self.cross_attn = self.cross_attn_norm = None
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(d_model, h, rng=rng)
+            self.cross_attn = MultiHeadAttention(d_model, h, rng=rng, d_k=d_k)
             self.cross_attn_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
-        self.feed_forward = FeedForward(d_model, d_ff, rng=rng)
+        self.feed_forward = FeedForward(d_model, d_ff, rng=rng, activation=activation)
         self.feed_forward_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
 
     def forward(self, x, memory=None, self_mask=None, memory_mask=None):
@@ -100,13 +101,15 @@ class Decoder(Module):
     """
 
     def __init__(
-        self, N, d_model, h, d_ff, dropout=0.1, pre_norm=False, cross_attention=True, rng=None
+        self, N, d_model, h, d_ff, dropout=0.1, pre_norm=False, cross_attention=True, rng=None,
+        *, d_k=None, activation="relu",
     ):
         super().__init__()
         checks.check_positive_int("N", N)
         rng = backend.host_rng(rng)
         self.layers = [
-            DecoderLayer(d_model, h, d_ff, dropout, pre_norm, cross_attention, rng=rng)
+            DecoderLayer(d_model, h, d_ff, dropout, pre_norm, cross_attention, rng=rng, d_k=d_k,
+                         activation=activation)
             for _ in range(N)
         ]
         self.final_norm = LayerNorm(d_model) if pre_norm else None

@@ -28,12 +28,13 @@ class EncoderLayer(Module):
         y: (B, T_src, d_model)
     """
 
-    def __init__(self, d_model, h, d_ff, dropout=0.1, pre_norm=False, rng=None):
+    def __init__(self, d_model, h, d_ff, dropout=0.1, pre_norm=False, rng=None, *, d_k=None,
+                 activation="relu"):
         super().__init__()
         rng = backend.host_rng(rng)
-        self.self_attn = MultiHeadAttention(d_model, h, rng=rng)
+        self.self_attn = MultiHeadAttention(d_model, h, rng=rng, d_k=d_k)
         self.self_attn_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
-        self.feed_forward = FeedForward(d_model, d_ff, rng=rng)
+        self.feed_forward = FeedForward(d_model, d_ff, rng=rng, activation=activation)
         self.feed_forward_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
 
     def forward(self, x, mask=None):
@@ -55,11 +56,15 @@ class Encoder(Module):
         memory: (B, T_src, d_model), what the decoder's cross-attention reads
     """
 
-    def __init__(self, N, d_model, h, d_ff, dropout=0.1, pre_norm=False, rng=None):
+    def __init__(self, N, d_model, h, d_ff, dropout=0.1, pre_norm=False, rng=None, *, d_k=None,
+                 activation="relu"):
         super().__init__()
         checks.check_positive_int("N", N)
         rng = backend.host_rng(rng)
-        self.layers = [EncoderLayer(d_model, h, d_ff, dropout, pre_norm, rng=rng) for _ in range(N)]
+        options = dict(rng=rng, d_k=d_k, activation=activation)
+        self.layers = [
+            EncoderLayer(d_model, h, d_ff, dropout, pre_norm, **options) for _ in range(N)
+        ]
         self.final_norm = LayerNorm(d_model) if pre_norm else None
 
     def forward(self, x, mask=None):

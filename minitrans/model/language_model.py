@@ -36,9 +36,12 @@ class DecoderOnlyLM(Module):
             )
         self.config = c = config
         rng = backend.host_rng(rng)
-        self.embed = InputEmbedding(c.vocab_size, c.d_model, c.max_len, c.dropout, rng=rng)
+        self.embed = InputEmbedding(
+            c.vocab_size, c.d_model, c.max_len, c.dropout, rng=rng, positions=c.positions
+        )
         self.decoder = Decoder(
-            c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, cross_attention=False, rng=rng
+            c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, cross_attention=False, rng=rng,
+            d_k=c.d_k, activation=c.activation,
         )
         tied = self.embed.embedding if c.tie_embeddings else None
         self.generator = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
@@ -60,7 +63,7 @@ class DecoderOnlyLM(Module):
         c = self.config
         dtype = self.generator.params["b"].dtype
         caches = [
-            KVCache(batch_size, c.h, c.d_model // c.h, c.max_len, dtype)
+            KVCache(batch_size, c.h, c.head_width, c.max_len, dtype)
             for _ in self.decoder.layers
         ]
         return DecodingState(caches)

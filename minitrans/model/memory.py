@@ -36,12 +36,13 @@ def machine_memory():
 
 def model_bytes(config, itemsize=None):
     """The arrays of a built model (``config`` a ModelConfig): its
-    parameters and the positional-encoding table of each stack
-    (max_len x d_model), ``itemsize`` bytes per number (default: the
-    backend's dtype)."""
+    parameters and the sinusoidal positional-encoding table of each stack
+    (max_len x d_model; a learned table is a parameter, counted already),
+    ``itemsize`` bytes per number (default: the backend's dtype)."""
     itemsize = itemsize or backend.get_dtype().itemsize
     stacks = 1 if config.decoder_only else 2
-    return itemsize * (config.parameter_count() + stacks * config.max_len * config.d_model)
+    tables = 0 if config.positions == "learned" else stacks * config.max_len * config.d_model
+    return itemsize * (config.parameter_count() + tables)
 
 
 def training_bytes(config, batch_size, length, workers=1, itemsize=None):
@@ -50,14 +51,14 @@ def training_bytes(config, batch_size, length, workers=1, itemsize=None):
     a gradient per parameter for each worker, Adam's two moments, and what
     the forward pass keeps for the backward pass of one batch, per token:
 
-        per layer     ~4 d_model (Q, K, V, the heads' output), d_ff (the
+        per layer     ~4 h d_k (Q, K, V, the heads' output), d_ff (the
                       feed-forward's hidden layer) and h x length (the
                       attention weights), for each self- and cross-attention
         at the top    2 x vocab_size (the logits and their gradient)
     """
     itemsize = itemsize or backend.get_dtype().itemsize
     d, h, V = config.d_model, config.h, config.vocab_size
-    attention = 4 * d + h * length
+    attention = 4 * h * config.head_width + h * length
     layers = config.N * (1 if config.decoder_only else 2)
     cross = 0 if config.decoder_only else config.N  # the decoder's cross-attention
     per_token = layers * (attention + config.d_ff) + cross * attention + 2 * V

@@ -43,14 +43,16 @@ class Transformer(Module):
         self.config = c = config
         rng = backend.host_rng(rng)
         self.src_embed = InputEmbedding(
-            c.source_vocab_size, c.d_model, c.max_len, c.dropout, rng=rng
+            c.source_vocab_size, c.d_model, c.max_len, c.dropout, rng=rng, positions=c.positions
         )
         shared = self.src_embed.embedding if c.tie_embeddings else None
         self.tgt_embed = InputEmbedding(
-            c.vocab_size, c.d_model, c.max_len, c.dropout, shared_with=shared, rng=rng
+            c.vocab_size, c.d_model, c.max_len, c.dropout, shared_with=shared, rng=rng,
+            positions=c.positions,
         )
-        self.encoder = Encoder(c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, rng=rng)
-        self.decoder = Decoder(c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, rng=rng)
+        options = dict(rng=rng, d_k=c.d_k, activation=c.activation)
+        self.encoder = Encoder(c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, **options)
+        self.decoder = Decoder(c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, **options)
         tied = self.tgt_embed.embedding if c.tie_embeddings else None
         self.generator = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
 
@@ -123,7 +125,7 @@ class Transformer(Module):
 
     def _new_cache(self, batch, dtype):
         c = self.config
-        return KVCache(batch, c.h, c.d_model // c.h, c.max_len, dtype)
+        return KVCache(batch, c.h, c.head_width, c.max_len, dtype)
 
     def _check_ids(self, name, ids, vocab_size):
         """(B, T) token ids, B >= 1 and 1 <= T <= max_len, each in [0, vocab_size)."""
