@@ -234,10 +234,10 @@ print(f"difference {ours - published:+,} = output bias {output_bias:,} "
 #   output layer is the transposed embedding, with no bias. GPT-2's model
 #   could learn a token's overall frequency only through the embedding.
 #
-# Everything else matches array for array: 148 tensors in the checkpoint
-# and 137 here, because the checkpoint fuses three projections into one
-# (12 × 3 weights and 12 × 2 biases here against 12 × 2 fused arrays), and
-# minitrans adds its one output bias.
+# Everything else matches number for number. The checkpoint has 148
+# tensors and minitrans 185 because each layer here keeps $W_Q, W_K, W_V$
+# and two biases as five arrays where the checkpoint has two fused ones
+# (3 more per layer, 36 in all), and minitrans adds its output bias.
 #
 # ### One forward pass
 #
@@ -282,15 +282,23 @@ for batch in (1, 8, 512):
     needed = memory.training_bytes(config, batch, 1024, itemsize=4)
     print(f"training, batch {batch:>3} x 1024: {memory.format_bytes(needed):>9}"
           f"  ({needed / available:.1f} x this machine's {memory.format_bytes(available)})")
+flops_per_token = 6 * config.parameter_count()  # forward 2, backward 4 per parameter and token
+speed = 2 * multiply_adds / min(times)  # the forward pass's FLOP/s measured above
+print(f"training on 1 billion tokens at {speed / 1e9:.0f} GFLOP/s: "
+      f"{flops_per_token * 1e9 / speed / 86400:,.0f} days")
 
 # %% [markdown]
-# The optimiser alone needs four copies of every parameter (parameters,
-# gradients, two moments: 2 GB in float32); the activations of a batch
-# grow with every token. A batch of 512 full sequences needs terabytes:
-# GPT-2 was trained on many accelerators, each holding a share of the
-# batch (lesson 21's data parallelism), and at a few hundred GFLOP/s a
-# single CPU would need millennia for its tens of billions of tokens. We
-# will not train this model here, but a small one of the same shape, below.
+# Before any activation, training holds four copies of every parameter
+# (the parameters, their gradients and Adam's two moments: 2 GB in
+# float32); what the forward keeps for the backward grows with every
+# token. One sequence of 1,024 tokens fits this machine; GPT-2's batch of
+# 512 needs hundreds of gigabytes, more than any one accelerator of 2019
+# held: it has to be split over many (lesson 21's data parallelism). Time
+# is the harder limit: a training step costs about 6 operations per
+# parameter and token (2 forward, 4 backward), so at the speed measured
+# above one billion tokens would take this CPU a year or more. GPT-2 saw
+# many billions. We will not train this model here, but a small one of
+# the same shape, below.
 #
 # ### What loading GPT-2's released weights would take
 #
@@ -399,8 +407,9 @@ print(f"{lm.num_parameters():,} parameters; held-out loss untrained {losses['unt
       f"after 300 steps {losses['trained']:.3f} nats per token (floor {floor:.3f})")
 
 # %% [markdown]
-# The model has learnt the grammar about as well as lesson 16's
-# post-norm, ReLU, sinusoidal one did. Now its embedding $W_E$, one row
+# The held-out loss ends within a few hundredths of a nat of the floor,
+# as that of lesson 16's post-norm, ReLU, sinusoidal model did (1.783
+# after the same 300 steps): the model has learnt the grammar. Now its embedding $W_E$, one row
 # per token, and each word's nearest neighbours by cosine similarity
 # (lesson 2), the special tokens left out:
 
@@ -485,11 +494,15 @@ axes[1].legend(fontsize=8, loc="best")
 plt.show()
 
 # %% [markdown]
-# Untrained, the vectors are random: neighbours are arbitrary and the two
-# principal components hold little of the variance. After 300 steps of
-# next-token prediction the words have sorted themselves by grammatical
-# role: nouns with nouns, plural nouns apart from singular ones, verb forms
-# by form. Nothing told the model what a noun is. Two words get similar
+# Untrained, the vectors are random: neighbours are arbitrary (about as
+# often in the word's class as chance) and the two principal components
+# hold little of the variance. After 300 steps of next-token prediction
+# the words have sorted themselves by grammatical role: nouns with nouns,
+# plural nouns apart from singular ones, adjectives together, and the
+# verbs by form. Nothing told the model what a noun is. The auxiliaries
+# show what the grouping means: `does` lands among the verbs in -s, `did`
+# among the past verbs and `do` with the bare verbs, because each stands
+# right after a subject of the same kind, where those verbs stand. Two words get similar
 # vectors when they are used alike: the same words can come after them,
 # and, because the embedding is tied to the output matrix, they are
 # predicted in the same places. The classes here are exactly what this
@@ -544,7 +557,7 @@ plt.show()
 # yet". The solution is in `solutions/19_to_gpt2.py`.
 
 # %%
-from minitrans.tools.exercises import check_decoder_only_parameter_count
+from minitrans.tools.exercises_gpt import check_decoder_only_parameter_count
 
 
 def my_parameter_count(vocab_size, d_model, h, N, d_ff, max_len, tied, learned):
