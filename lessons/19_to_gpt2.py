@@ -101,8 +101,8 @@ plt.show()
 #
 # Two figures need care. The paper's base and big models are counted with
 # the English-German vocabulary of 37,000 tokens; minitrans gives the base
-# model 63 M where the paper says 65 M (lesson 12 looks for the difference
-# and does not find it). And GPT-2's paper lists 117 M, 345 M, 762 M and
+# model 63 M where the paper says 65 M (lesson 12: the paper gives its
+# vocabulary only as "about 37000" and its count in no more detail). And GPT-2's paper lists 117 M, 345 M, 762 M and
 # 1,542 M parameters, while the released checkpoints hold 124 M, 355 M,
 # 774 M and 1,558 M (the names OpenAI later gave the models): the counts
 # here follow the checkpoints, in OpenAI's own layout, which differs from
@@ -139,12 +139,14 @@ for name, c, paper in models:
           f"{c.vocab_size:>7}{count:>24,}{paper:>9}")
 
 # %% [markdown]
-# GPT-2 small is about as wide as the paper's models (768 between 512 and
+# GPT-2 small is about as wide as the paper's models (768, between 512 and
 # 1,024) and has as many layers as the base model's two stacks together,
-# 12. What makes it two times the base model is mostly its vocabulary:
-# $50{,}257 \times 768 = 38.6$ M parameters are the embedding alone, a third
-# of the model. From medium to XL the layers take over: each layer holds
-# $12\,d_\text{model}^2$ parameters, so width counts twice.
+# 12, yet twice its parameters: its layers are wider (85 M in its 12
+# layers against 44 M in the base model's 12), and its embedding of
+# $50{,}257 \times 768 = 38.6$ M is a third of the model (the base model's
+# is 19 M). From medium to XL the layers take over: a layer holds about
+# $12\,d_\text{model}^2$ parameters, which grows with the square of the
+# width, while the embedding grows only with the width.
 #
 # ## 2. GPT-2 small, built with minitrans
 #
