@@ -229,12 +229,14 @@ print(f"difference {ours - published:+,} = output bias {output_bias:,} "
 # * **12 × 768 = 9,216 fewer**: minitrans has no key bias. Lesson 7 showed
 #   why it is useless: a key bias $b_K$ adds $q \cdot b_K$ to every score of
 #   query $q$, the same for every key, and softmax ignores a constant added
-#   to a row. GPT-2 carries one per layer, and its gradient is always zero
-#   (lesson 20 finds the same in PyTorch's attention).
+#   to a row. GPT-2 carries one per layer, and its gradient is zero up to
+#   rounding (lesson 20 finds the same in PyTorch's attention).
 # * **50,257 more**: minitrans's output projection keeps a bias $b$ of one
 #   number per token (the "Linear" before the softmax in Figure 1); GPT-2's
-#   output layer is the transposed embedding, with no bias. GPT-2's model
-#   could learn a token's overall frequency only through the embedding.
+#   output layer is the transposed embedding, with no bias. GPT-2 has to
+#   keep a token's overall frequency in its embedding row $e_v$ (the final
+#   LayerNorm's $\beta$, for one, adds $\beta \cdot e_v$ to every logit of
+#   token $v$).
 #
 # Everything else matches number for number. The checkpoint has 148
 # tensors and minitrans 185 because each layer here keeps $W_Q, W_K, W_V$
@@ -298,8 +300,8 @@ print(f"training on 1 billion tokens at {speed / 1e9:.0f} GFLOP/s: "
 # held: it has to be split over many (lesson 21's data parallelism). Time
 # is the harder limit: a training step costs about 6 operations per
 # parameter and token (2 forward, 4 backward), so at the speed measured
-# above one billion tokens would take this CPU a year or more. GPT-2 saw
-# many billions. We will not train this model here, but a small one of
+# above one billion tokens would take this CPU months (the figure above).
+# GPT-2 saw many billions. We will not train this model here, but a small one of
 # the same shape, below.
 #
 # ### What loading GPT-2's released weights would take
@@ -502,9 +504,10 @@ plt.show()
 # the words have sorted themselves by grammatical role: nouns with nouns,
 # plural nouns apart from singular ones, adjectives together, and the
 # verbs by form. Nothing told the model what a noun is. The auxiliaries
-# show what the grouping means: `does` lands among the verbs in -s, `did`
-# among the past verbs and `do` with the bare verbs, because each stands
-# right after a subject of the same kind, where those verbs stand. Two words get similar
+# show what the grouping means: in the plane, `does` lands among the verbs
+# in -s, `did` beside the past verbs and `do` towards the bare verbs,
+# because each stands right after a subject of the kind those verbs
+# follow. Two words get similar
 # vectors when they are used alike: the same words can come after them,
 # and, because the embedding is tied to the output matrix, they are
 # predicted in the same places. The classes here are exactly what this
