@@ -30,6 +30,7 @@ from minitrans.tools import (
     exercises_basics,
     exercises_decoding,
     exercises_embedding,
+    exercises_gpt,
     exercises_language_models,
     exercises_masks_heads,
     exercises_output,
@@ -124,4 +125,5 @@ CHECKERS = {
     **exercises_language_models.CHECKERS,
     **exercises_recurrent.CHECKERS,
     **exercises_regularisation.CHECKERS,
+    **exercises_gpt.CHECKERS,
 }
