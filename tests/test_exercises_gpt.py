@@ -24,12 +24,6 @@ def test_the_checker_is_registered():
     assert CHECKERS["decoder_only_parameter_count"] is check
 
 
-@pytest.mark.parametrize("seed", range(21))
-def test_the_solution_passes(seed):
-    result = check(count, quiet=True, seed=seed)
-    assert result.passed and result.rel_error == 0.0, result.message
-
-
 def _with_key_bias(V, d, h, N, d_ff, max_len, tied, learned):
     return count(V, d, h, N, d_ff, max_len, tied, learned) + N * d  # GPT-2's checkpoint has one
 
