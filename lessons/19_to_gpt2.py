@@ -69,7 +69,8 @@ from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 #
 # The GELU (Hendrycks and Gimpel 2016), in the form GPT-2's code uses, is
 #
-# $$\text{GELU}(x) \approx \tfrac12 x \Big(1 + \tanh\big(\sqrt{2/\pi}\,(x + 0.044715\,x^3)\big)\Big),$$
+# $$\text{GELU}(x)
+#   \approx \tfrac12 x \Big(1 + \tanh\big(\sqrt{2/\pi}\,(x + 0.044715\,x^3)\big)\Big),$$
 #
 # a smooth ReLU: $x$ times (about) the probability that a standard normal
 # number is below $x$. Unlike ReLU it lets a little of the negative side
@@ -102,11 +103,12 @@ plt.show()
 # Two figures need care. The paper's base and big models are counted with
 # the English-German vocabulary of 37,000 tokens; minitrans gives the base
 # model 63 M where the paper says 65 M (lesson 12: the paper gives its
-# vocabulary only as "about 37000" and its count in no more detail). And GPT-2's paper lists 117 M, 345 M, 762 M and
-# 1,542 M parameters, while the released checkpoints hold 124 M, 355 M,
-# 774 M and 1,558 M (the names OpenAI later gave the models): the counts
-# here follow the checkpoints, in OpenAI's own layout, which differs from
-# minitrans's by a key bias and an output bias (section 2).
+# vocabulary only as "about 37000" and its count in no more detail). And
+# GPT-2's paper lists 117 M, 345 M, 762 M and 1,542 M parameters, while the
+# released checkpoints hold 124 M, 355 M, 774 M and 1,558 M (the names OpenAI
+# later gave the models): the counts here follow the checkpoints, in OpenAI's
+# own layout, which differs from minitrans's by a key bias and an output bias
+# (section 2).
 
 # %%
 GPT2 = dict(vocab_size=50257, max_len=1024, pre_norm=True, tie_embeddings=True,
@@ -378,11 +380,13 @@ print("\nW_Q, W_K, W_V here:", shapes_here["decoder.layers.0.self_attn.W_Q.W"],
 
 # %%
 rng = np.random.default_rng(0)
-sentences = list(dict.fromkeys(toy_language.english(c) for c in toy_language.random_clauses(rng, 6000)))
+sentences = list(dict.fromkeys(toy_language.english(c)
+                                 for c in toy_language.random_clauses(rng, 6000)))
 held_out, train = sentences[:500], sentences[500:]
 vocab = Vocab.build([s.split() for s in train])
 small = minitrans.ModelConfig(vocab_size=len(vocab), d_model=64, h=4, N=2, d_ff=256, max_len=16,
-                              **{k: v for k, v in GPT2.items() if k not in ("vocab_size", "max_len")})
+                              **{k: v for k, v in GPT2.items()
+                                 if k not in ("vocab_size", "max_len")})
 untrained = minitrans.DecoderOnlyLM(small, rng=0)
 lm = minitrans.DecoderOnlyLM(small, rng=0)  # the same start; this one is trained
 
@@ -396,9 +400,11 @@ optimizer = Adam(lm, betas=(0.9, 0.98), eps=1e-9)
 loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=small.pad_id)
 batch_rng = np.random.default_rng(1)
 held_out_ids = minitrans.to_device(encode(held_out))
-losses = {"untrained": float(loss_fn.forward(untrained.forward(held_out_ids[:, :-1]), held_out_ids[:, 1:]))}
+losses = {"untrained": float(loss_fn.forward(untrained.forward(held_out_ids[:, :-1]),
+                                             held_out_ids[:, 1:]))}
 for step in range(1, 301):
-    ids = minitrans.to_device(encode([train[i] for i in batch_rng.integers(0, len(train), size=64)]))
+    ids = minitrans.to_device(encode([train[i]
+                                      for i in batch_rng.integers(0, len(train), size=64)]))
     lm.zero_grad()
     loss_fn.forward(lm.forward(ids[:, :-1]), ids[:, 1:])
     lm.backward(loss_fn.backward())
@@ -406,7 +412,8 @@ for step in range(1, 301):
     optimizer.step(transformer_lr(step, small.d_model, warmup=100))
 lm.eval()
 losses["trained"] = float(loss_fn.forward(lm.forward(held_out_ids[:, :-1]), held_out_ids[:, 1:]))
-floor = len(held_out) * np.log(toy_language.NUM_SENTENCES) / sum(len(s.split()) + 1 for s in held_out)
+floor = (len(held_out) * np.log(toy_language.NUM_SENTENCES)
+         / sum(len(s.split()) + 1 for s in held_out))
 print(f"{lm.num_parameters():,} parameters; held-out loss untrained {losses['untrained']:.3f}, "
       f"after 300 steps {losses['trained']:.3f} nats per token (floor {floor:.3f})")
 
