@@ -315,7 +315,8 @@ for i, n in enumerate(sizes):
 slower = [n for n, a, r in zip(sizes, times["attention"], times["recurrent"]) if a > r]
 print("attention's forward slower than the recurrent one from n =",
       slower[0] if slower else "(not within these sizes)")
-print("attention's time, n = 256 -> 512: x %.1f" % (times["attention"][-1] / times["attention"][-2]))
+print("attention's time, n = 256 -> 512: x %.1f"
+      % (times["attention"][-1] / times["attention"][-2]))
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.3))
 for kind in ("attention", "recurrent", "convolution"):

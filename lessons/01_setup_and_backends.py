@@ -123,7 +123,8 @@ print("x / math.sqrt(4.0) ->", (x / math.sqrt(4.0)).dtype)
 # %%
 layer = minitrans.Linear(4, 3, rng=0)
 print({name: value.shape for name, value in layer.params.items()})
-x = minitrans.from_host(np.random.default_rng(1).standard_normal((2, 5, 4)))  # (B, T, d_in), float32
+# (B, T, d_in), float32
+x = minitrans.from_host(np.random.default_rng(1).standard_normal((2, 5, 4)))
 y = layer.forward(x)
 print("y:", y.shape)
 dx = layer.backward(minitrans.get_xp().ones_like(y))

@@ -76,7 +76,8 @@ with np.errstate(over="ignore", invalid="ignore", under="ignore"):
 # change the softmax, because $e^{c}$ cancels between numerator and
 # denominator:
 #
-# $$\frac{e^{z_i - c}}{\sum_j e^{z_j - c}} = \frac{e^{-c}\,e^{z_i}}{e^{-c}\sum_j e^{z_j}} = \text{softmax}(z)_i .$$
+# $$\frac{e^{z_i - c}}{\sum_j e^{z_j - c}} = \frac{e^{-c}\,e^{z_i}}{e^{-c}\sum_j e^{z_j}}
+#   = \text{softmax}(z)_i .$$
 #
 # With $c = \max_j z_j$ the largest exponent is $e^0 = 1$, so nothing
 # overflows, and the denominator is at least 1, so nothing divides by zero.
@@ -99,7 +100,8 @@ print("softmax([0, -1, -2]) =", softmax(np.array([0.0, -1.0, -2.0])).round(4))
 # \qquad\text{so the Jacobian is } J = \operatorname{diag}(y) - y y^\top,$$
 #
 # and for an upstream gradient $\partial L/\partial y$ the backward is
-# $\partial L/\partial z_i = y_i\left(\partial L/\partial y_i - \sum_j y_j\, \partial L/\partial y_j\right)$,
+# $\partial L/\partial z_i =$
+# $y_i\left(\partial L/\partial y_i - \sum_j y_j\, \partial L/\partial y_j\right)$,
 # which is `minitrans.ops.softmax.softmax_backward(y, dy)`, one line:
 # `y * (dy - (dy * y).sum(axis, keepdims=True))` (attention's backward runs
 # `softmax_backward_in_place` beside it, the same numbers written over `dy`).
@@ -208,7 +210,8 @@ for d_k in sizes:
     dots = (q * k).sum(axis=1)                # (10000,): one dot product per pair
     raw_var.append(dots.var())
     scaled_var.append((dots / math.sqrt(d_k)).var())
-    print(f"d_k = {d_k:5d}: Var(q.k) = {raw_var[-1]:7.1f}   Var(q.k / sqrt(d_k)) = {scaled_var[-1]:.3f}")
+    print(f"d_k = {d_k:5d}: Var(q.k) = {raw_var[-1]:7.1f}   Var(q.k / sqrt(d_k)) = "
+          f"{scaled_var[-1]:.3f}")
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 4))
@@ -281,7 +284,8 @@ plt.show()
 def jacobian_norm(P):
     """Frobenius norm of diag(p) - p p^T for each row p of P (N, T) -> (N,)."""
     T = P.shape[-1]
-    columns = softmax_backward(P[:, None, :], np.eye(T)[None])  # (N, T, T): J applied to each unit vector
+    # (N, T, T): J applied to each unit vector
+    columns = softmax_backward(P[:, None, :], np.eye(T)[None])
     return np.sqrt((columns ** 2).sum(axis=(1, 2)))
 
 
@@ -301,7 +305,8 @@ print(f"{'d_k':>5s} | {'largest weight':>29s} | {'Jacobian norm':>27s}")
 print(f"{'':5s} | {'without':>14s} {'with':>14s} | {'without':>13s} {'with':>13s}")
 for n, d_k in enumerate(sizes):
     without, with_ = results["without 1/sqrt(d_k)"], results["with 1/sqrt(d_k)"]
-    print(f"{d_k:5d} | {without[0][n]:14.4f} {with_[0][n]:14.4f} | {without[1][n]:13.2e} {with_[1][n]:13.2e}")
+    print(f"{d_k:5d} | {without[0][n]:14.4f} {with_[0][n]:14.4f} | {without[1][n]:13.2e} "
+          f"{with_[1][n]:13.2e}")
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -357,7 +362,8 @@ attention = minitrans.ScaledDotProductAttention()
 attention.forward(Q, K, V)
 by_hand = softmax(Q @ K.swapaxes(-1, -2) / math.sqrt(64))
 print("weights:", attention.attention_weights.shape,
-      "| max difference from softmax(QK^T / 8):", float(np.abs(attention.attention_weights - by_hand).max()))
+      "| max difference from softmax(QK^T / 8):",
+      float(np.abs(attention.attention_weights - by_hand).max()))
 
 # %% [markdown]
 # ## Exercise: write softmax

@@ -88,7 +88,8 @@ for info in pkgutil.iter_modules(minitrans.__path__):
         continue
     module = importlib.import_module(f"minitrans.{info.name}")
     docstrings.append(inspect.getdoc(module) or "")
-    for _, member in inspect.getmembers(module, lambda m: inspect.isclass(m) or inspect.isfunction(m)):
+    for _, member in inspect.getmembers(module,
+                                        lambda m: inspect.isclass(m) or inspect.isfunction(m)):
         if member.__module__ == module.__name__ and inspect.getdoc(member):
             docstrings.append(inspect.getdoc(member))
 text_words = re.findall(r"[a-z]+", " ".join(docstrings).lower())    # the text as a list of words
@@ -99,8 +100,8 @@ for word in text_words:
     seen_chars.update(word)
     new_words.append(len(seen_words))
     new_chars.append(len(seen_chars))
-print(f"{len(text_words)} words, {len(seen_words)} distinct words, {len(seen_chars)} distinct characters, "
-      f"{sum(map(len, text_words)) / len(text_words):.1f} characters per word")
+print(f"{len(text_words)} words, {len(seen_words)} distinct words, {len(seen_chars)} distinct "
+      f"characters, {sum(map(len, text_words)) / len(text_words):.1f} characters per word")
 
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.plot(new_words, label="word vocabulary")
@@ -170,7 +171,8 @@ print(f"the corpus is {corpus_length(spelling)} symbols long\n")
 merges, vocab_sizes, lengths = [], [len(vocabulary)], [corpus_length(spelling)]
 for step in range(1, 13):
     pairs = count_pairs(spelling)
-    best, count = min(pairs.items(), key=lambda item: (-item[1], item[0]))  # most frequent; ties alphabetical
+    # most frequent; ties alphabetical
+    best, count = min(pairs.items(), key=lambda item: (-item[1], item[0]))
     merges.append(best)
     spelling = {word: merge(symbols, best) for word, symbols in spelling.items()}
     vocabulary.append(best[0] + best[1])
@@ -275,15 +277,18 @@ d_model = 8
 embedding = minitrans.Embedding(len(vocab), d_model, rng=0)
 print("W_E:", embedding.params["W_E"].shape, "= (vocab_size, d_model)")
 
-ids = minitrans.from_host(np.array([vocab.encode(words.split("the runner runs and the walker walks"))]))  # (1, 7)
+ids = minitrans.from_host(
+    np.array([vocab.encode(words.split("the runner runs and the walker walks"))]))  # (1, 7)
 y = embedding.forward(ids)
 print("ids:", ids.shape, "->", "y:", y.shape)
 
 W_E = minitrans.to_numpy(embedding.params["W_E"])
 ids_host = minitrans.to_numpy(ids)
 one_hot = np.eye(len(vocab))[ids_host[0]]                   # (7, V)
-print("y == sqrt(d_model) * W_E[ids]:   ", np.allclose(minitrans.to_numpy(y)[0], math.sqrt(d_model) * W_E[ids_host[0]]))
-print("y == sqrt(d_model) * one_hot @ W_E:", np.allclose(minitrans.to_numpy(y)[0], math.sqrt(d_model) * one_hot @ W_E))
+print("y == sqrt(d_model) * W_E[ids]:   ",
+      np.allclose(minitrans.to_numpy(y)[0], math.sqrt(d_model) * W_E[ids_host[0]]))
+print("y == sqrt(d_model) * one_hot @ W_E:",
+      np.allclose(minitrans.to_numpy(y)[0], math.sqrt(d_model) * one_hot @ W_E))
 
 # %% [markdown]
 # ### The backward: a scatter-add
@@ -292,7 +297,8 @@ print("y == sqrt(d_model) * one_hot @ W_E:", np.allclose(minitrans.to_numpy(y)[0
 # gradient. Row $v$ of $\partial L / \partial W_E$ collects the upstream
 # gradient of **every** position where token $v$ appears:
 #
-# $$\frac{\partial L}{\partial W_E[v]} = \sqrt{d_\text{model}} \sum_{(b,t):\ \text{ids}_{b,t} = v} \frac{\partial L}{\partial y_{b,t}} .$$
+# $$\frac{\partial L}{\partial W_E[v]} = \sqrt{d_\text{model}}
+#   \sum_{(b,t):\ \text{ids}_{b,t} = v} \frac{\partial L}{\partial y_{b,t}} .$$
 #
 # (In one-hot form this is $X^\top \frac{\partial L}{\partial y}$.) Our
 # sentence has "the" twice, at positions 0 and 4, so its row gets the sum of
@@ -311,8 +317,10 @@ print("backward returned:", returned)
 print("positions of 'the':", np.flatnonzero(ids_host[0] == the))
 expected_row = math.sqrt(d_model) * (dy[0, 0] + dy[0, 4])
 print("row of 'the' == sqrt(d_model) * (dy[0] + dy[4]):", np.allclose(grad[the], expected_row))
-print("equals sqrt(d_model) * one_hot.T @ dy:", np.allclose(grad, math.sqrt(d_model) * one_hot.T @ dy[0]))
-print("rows with a nonzero gradient:", np.flatnonzero(np.abs(grad).sum(axis=1)).tolist(), "= the ids used:", sorted(set(ids_host[0].tolist())))
+print("equals sqrt(d_model) * one_hot.T @ dy:",
+      np.allclose(grad, math.sqrt(d_model) * one_hot.T @ dy[0]))
+print("rows with a nonzero gradient:", np.flatnonzero(np.abs(grad).sum(axis=1)).tolist(),
+      "= the ids used:", sorted(set(ids_host[0].tolist())))
 
 # %% [markdown]
 # A classic bug hides here. NumPy's `grad[ids] += rows` does **not** add up
@@ -369,16 +377,20 @@ unscaled = minitrans.to_numpy(big.params["W_E"])                                
 scaled = minitrans.to_numpy(big.forward(minitrans.from_host(np.arange(1000))))    # (1000, 512)
 pe = minitrans.to_numpy(sinusoidal_table(1000, d_model))                          # (1000, 512)
 
-for name, table in (("W_E (unscaled)", unscaled), ("sqrt(d_model) * W_E", scaled), ("positional encoding", pe)):
+for name, table in (("W_E (unscaled)", unscaled), ("sqrt(d_model) * W_E", scaled),
+                    ("positional encoding", pe)):
     print(f"{name:22s} mean square of entries {np.mean(table ** 2):.4f}   "
           f"typical row length {np.linalg.norm(table, axis=1).mean():6.2f}")
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 4))
 bins = np.linspace(-4, 4, 161)
-ax.hist(unscaled.ravel(), bins=bins, density=True, histtype="step", linewidth=2, label="W_E (unscaled)")
-ax.hist(scaled.ravel(), bins=bins, density=True, histtype="step", linewidth=2, label=r"$\sqrt{d_{model}}\,W_E$")
-ax.hist(pe.ravel(), bins=bins, density=True, histtype="step", linewidth=2, label="positional encoding")
+ax.hist(unscaled.ravel(), bins=bins, density=True, histtype="step", linewidth=2,
+        label="W_E (unscaled)")
+ax.hist(scaled.ravel(), bins=bins, density=True, histtype="step", linewidth=2,
+        label=r"$\sqrt{d_{model}}\,W_E$")
+ax.hist(pe.ravel(), bins=bins, density=True, histtype="step", linewidth=2,
+        label="positional encoding")
 ax.set_yscale("log")
 ax.set_xlabel("value of an entry")
 ax.set_ylabel("density (log scale)")
@@ -405,7 +417,8 @@ from minitrans.tools.gradcheck_report import randomise_params
 with minitrans.using(dtype="float64"):
     layer64 = minitrans.Embedding(7, 4, rng=0)                         # V = 7, d_model = 4
     randomise_params(layer64, np.random.default_rng(0))
-    ids64 = minitrans.from_host(np.array([[1, 2, 1], [3, 1, 0]]))      # (B=2, T=3), token 1 three times
+    # (B=2, T=3), token 1 three times
+    ids64 = minitrans.from_host(np.array([[1, 2, 1], [3, 1, 0]]))
     print(format_table(check_layer(layer64, ids64)))
 
 # %% [markdown]

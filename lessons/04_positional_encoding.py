@@ -71,7 +71,8 @@ def encode(sentence):
 out_a = minitrans.to_numpy(attention.forward(encode("dog bites man")))[0]   # (3, d_model)
 out_b = minitrans.to_numpy(attention.forward(encode("man bites dog")))[0]
 for word, i, j in (("dog", 0, 2), ("bites", 1, 1), ("man", 2, 0)):
-    print(f"output for {word!r:8s}: same vector in both sentences? {np.allclose(out_a[i], out_b[j])}")
+    print(f"output for {word!r:8s}: same vector in both sentences? "
+          f"{np.allclose(out_a[i], out_b[j])}")
 
 # %% [markdown]
 # Each word gets the same output vector in both sentences, to rounding: the layer
@@ -96,7 +97,8 @@ print("permutation:", perm)
 
 out = minitrans.to_numpy(attention.forward(minitrans.from_host(x)))
 out_of_permuted = minitrans.to_numpy(attention.forward(minitrans.from_host(x[:, perm])))
-print("max |attn(x[perm]) - attn(x)[perm]|          :", f"{np.abs(out_of_permuted - out[:, perm]).max():.1e}")
+print("max |attn(x[perm]) - attn(x)[perm]|          :",
+      f"{np.abs(out_of_permuted - out[:, perm]).max():.1e}")
 
 # %% [markdown]
 # Now add a vector that depends on the position, as the model does, before
@@ -106,8 +108,10 @@ print("max |attn(x[perm]) - attn(x)[perm]|          :", f"{np.abs(out_of_permute
 # %%
 positional = minitrans.PositionalEncoding(d_model, max_len=100)
 out = minitrans.to_numpy(attention.forward(positional.forward(minitrans.from_host(x))))
-out_of_permuted = minitrans.to_numpy(attention.forward(positional.forward(minitrans.from_host(x[:, perm]))))
-print("with PE: max |attn(x[perm] + PE) - attn(x + PE)[perm]|:", f"{np.abs(out_of_permuted - out[:, perm]).max():.2f}",
+out_of_permuted = minitrans.to_numpy(
+    attention.forward(positional.forward(minitrans.from_host(x[:, perm]))))
+print("with PE: max |attn(x[perm] + PE) - attn(x + PE)[perm]|:",
+      f"{np.abs(out_of_permuted - out[:, perm]).max():.2f}",
       f"(outputs are of size ~{np.abs(out).max():.1f})")
 
 # %% [markdown]
@@ -138,8 +142,10 @@ print("shape:", table.shape)
 print("PE[0, :6] =", table[0, :6], "(sin 0 = 0, cos 0 = 1)")
 pos, i = 7, 3
 omega = 10000 ** (-2 * i / 64)
-print(f"PE[{pos}, {2 * i}] = {table[pos, 2 * i]:.6f}   sin({pos} * omega_{i}) = {math.sin(pos * omega):.6f}")
-print(f"PE[{pos}, {2 * i + 1}] = {table[pos, 2 * i + 1]:.6f}   cos({pos} * omega_{i}) = {math.cos(pos * omega):.6f}")
+print(f"PE[{pos}, {2 * i}] = {table[pos, 2 * i]:.6f}   sin({pos} * omega_{i}) = "
+      f"{math.sin(pos * omega):.6f}")
+print(f"PE[{pos}, {2 * i + 1}] = {table[pos, 2 * i + 1]:.6f}   cos({pos} * omega_{i}) = "
+      f"{math.cos(pos * omega):.6f}")
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 4))
@@ -173,8 +179,8 @@ pairs = np.arange(d_model // 2)
 wavelength = 2 * np.pi * 10000 ** (2 * pairs / d_model)
 print(f"shortest: {wavelength[0]:.2f} positions (2 pi = {2 * np.pi:.2f})")
 for size in (64, 512, 4096):
-    print(f"longest for d_model = {size:4d}: {2 * np.pi * 10000 ** ((size - 2) / size):6.0f} positions "
-          f"(10000 * 2 pi = {10000 * 2 * np.pi:.0f})")
+    print(f"longest for d_model = {size:4d}: {2 * np.pi * 10000 ** ((size - 2) / size):6.0f} "
+          f"positions (10000 * 2 pi = {10000 * 2 * np.pi:.0f})")
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
 for j in (0, 8, 20, 40):
@@ -327,7 +333,8 @@ first = longer[:2000]                                   # (2000, 64)
 squared = (first ** 2).sum(axis=1)
 distances = np.sqrt(np.maximum(squared[:, None] + squared[None, :] - 2 * first @ first.T, 0))
 np.fill_diagonal(distances, np.inf)
-print(f"smallest distance between two different positions among the first 2000: {distances.min():.3f}")
+print("smallest distance between two different positions among the first 2000: "
+      f"{distances.min():.3f}")
 
 # %% [markdown]
 # `minitrans.PositionalEncoding(d_model, max_len)` computes the table once,
@@ -335,7 +342,8 @@ print(f"smallest distance between two different positions among the first 2000: 
 # a buffer (a constant array that moves with the layer, not a parameter). Its
 # forward adds row $t$ of the table to position $t$ of every sequence:
 #
-# $$y_{b,t} = x_{b,t} + PE_{\,\text{offset} + t}, \qquad (B, T, d_\text{model}) \to (B, T, d_\text{model}),$$
+# $$y_{b,t} = x_{b,t} + PE_{\,\text{offset} + t},
+#   \qquad (B, T, d_\text{model}) \to (B, T, d_\text{model}),$$
 #
 # where `offset` (default 0) is for decoding one token at a time: the token
 # at position 7 gets row 7 even when it is the only one passed in. A
@@ -345,7 +353,8 @@ print(f"smallest distance between two different positions among the first 2000: 
 
 # %%
 layer = minitrans.PositionalEncoding(64, max_len=50)
-print("buffers:", {name: value.shape for name, value in layer.buffers.items()}, "| parameters:", layer.params)
+print("buffers:", {name: value.shape for name, value in layer.buffers.items()}, "| parameters:",
+      layer.params)
 
 x = minitrans.from_host(np.zeros((2, 10, 64)))                      # (B, T, d_model)
 y = minitrans.to_numpy(layer.forward(x))
@@ -371,7 +380,8 @@ from minitrans.tools.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     layer64 = minitrans.PositionalEncoding(5, max_len=8)
-    x64 = minitrans.from_host(np.random.default_rng(0).standard_normal((2, 3, 5)))   # (B, T, d_model)
+    # (B, T, d_model)
+    x64 = minitrans.from_host(np.random.default_rng(0).standard_normal((2, 3, 5)))
     print(format_table(check_layer(layer64, x64)))
 
 # %% [markdown]
@@ -382,8 +392,9 @@ with minitrans.using(dtype="float64"):
 # checker tries several sizes, among them an **odd** $d_\text{model}$ (for 17,
 # features $0, 2, \dots, 16$ are sines and $1, 3, \dots, 15$ cosines, so the
 # last feature is a sine with no partner), against a table it fills entry by
-# entry with `math.sin` and `math.cos`. Hints: `np.arange(max_len)[:, None]` gives a column of positions;
-# for feature $j$ the exponent uses $2i = j - (j \bmod 2)$. The solution is in
+# entry with `math.sin` and `math.cos`. Hints: `np.arange(max_len)[:, None]`
+# gives a column of positions; for feature $j$ the exponent uses
+# $2i = j - (j \bmod 2)$. The solution is in
 # `solutions/04_positional_encoding.py`.
 
 # %%

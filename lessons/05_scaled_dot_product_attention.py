@@ -143,8 +143,10 @@ print("rows of P sum to", P.sum(axis=-1))
 
 # %%
 attention = minitrans.ScaledDotProductAttention()
-layer_out = attention.forward(minitrans.from_host(Q), minitrans.from_host(K), minitrans.from_host(V))
-print("same output as the four lines above:", np.allclose(minitrans.to_numpy(layer_out), out, atol=1e-6))
+layer_out = attention.forward(minitrans.from_host(Q), minitrans.from_host(K),
+                              minitrans.from_host(V))
+print("same output as the four lines above:",
+      np.allclose(minitrans.to_numpy(layer_out), out, atol=1e-6))
 print("same weights:", np.allclose(minitrans.to_numpy(attention.attention_weights), P, atol=1e-6))
 
 batch = minitrans.from_host(rng.standard_normal((2, 3, 7, 4)))   # (B=2, heads=3, T=7, d_k=4)
@@ -161,7 +163,8 @@ print("self-attention over leading axes:", attention.forward(batch, batch, batch
 # Each word gets a made-up 6-dimensional embedding, one feature per property:
 
 # %%
-words = ["The", "animal", "didn't", "cross", "the", "street", "because", "it", "was", "too", "tired"]
+words = ["The", "animal", "didn't", "cross", "the", "street", "because", "it", "was", "too",
+         "tired"]
 features = ["noun", "animate", "pronoun", "verb", "adjective", "other"]
 properties = {
     "animal": ["noun", "animate"], "street": ["noun"], "it": ["pronoun"],
@@ -318,7 +321,8 @@ plt.show()
 # $$\frac{\partial L}{\partial S} = P \odot \left(\frac{\partial L}{\partial P}
 # - \mathrm{rowsum}\!\left(\frac{\partial L}{\partial P} \odot P\right)\right), \qquad
 # \frac{\partial L}{\partial Q} = \frac{\partial L}{\partial S} \frac{K}{\sqrt{d_k}}, \qquad
-# \frac{\partial L}{\partial K} = \left(\frac{\partial L}{\partial S}\right)^{\!\top} \frac{Q}{\sqrt{d_k}}.$$
+# \frac{\partial L}{\partial K}
+# = \left(\frac{\partial L}{\partial S}\right)^{\!\top} \frac{Q}{\sqrt{d_k}}.$$
 #
 # The third is the softmax backward of lesson 2, row by row. Shapes:
 # $(T_k, T_q)(T_q, d_v) = (T_k, d_v)$ like $V$; $(T_q, d_v)(d_v, T_k) =
@@ -361,7 +365,8 @@ def best_time(function, repeats=20):
 
 
 print(f"max of each row (16,384 rows):       {best_time(lambda: scores_demo.max(axis=-1)):.2f} ms")
-print(f"max of each head (256 (64, 64) blocks): {best_time(lambda: scores_demo.max(axis=(-2, -1))):.2f} ms")
+print("max of each head (256 (64, 64) blocks): "
+      f"{best_time(lambda: scores_demo.max(axis=(-2, -1))):.2f} ms")
 print(f"exp of every score:                   {best_time(lambda: np.exp(scores_demo)):.2f} ms")
 
 # %% [markdown]
@@ -389,13 +394,15 @@ print(f"exp of every score:                   {best_time(lambda: np.exp(scores_d
 from minitrans.ops.softmax import softmax_in_place
 
 fast = softmax_in_place(scores_demo.copy())
-print("ordinary scores, largest difference from softmax():", float(np.abs(fast - softmax(scores_demo)).max()))
+print("ordinary scores, largest difference from softmax():",
+      float(np.abs(fast - softmax(scores_demo)).max()))
 
 far_apart = np.array([[0.0, 1.0, 2.0], [-1000.0, -999.0, -998.0]], dtype=np.float32)
 with np.errstate(invalid="ignore"):
     blind = np.exp(far_apart - far_apart.max())
     print("one shift for the block, blindly:\n", blind / blind.sum(axis=-1, keepdims=True))
-print("softmax_in_place (spread 1002 > 60, so each row's own max):\n", softmax_in_place(far_apart.copy()))
+print("softmax_in_place (spread 1002 > 60, so each row's own max):\n",
+      softmax_in_place(far_apart.copy()))
 
 # %% [markdown]
 # The blind shift turns the second row into $0/0$ = NaN; `softmax_in_place`

@@ -67,7 +67,8 @@ print(causal_mask(5).astype(int))
 
 # %%
 PAD = 0
-vocabulary = {0: "<pad>", 1: "<bos>", 2: "the", 3: "cat", 4: "sat", 5: "a", 6: "dog", 7: "ran", 8: "far"}
+vocabulary = {0: "<pad>", 1: "<bos>", 2: "the", 3: "cat", 4: "sat", 5: "a", 6: "dog", 7: "ran",
+              8: "far"}
 ids = minitrans.to_device(np.array([[1, 2, 3, 4, 0, 0],     # <bos> the cat sat <pad> <pad>
                                     [1, 5, 6, 7, 8, 0]]))   # <bos> a dog ran far <pad>
 tokens = [[vocabulary[int(i)] for i in row] for row in minitrans.to_numpy(ids)]
@@ -112,7 +113,8 @@ plt.show()
 # With $M_{ij} = 0$ where the mask is `True` and $M_{ij} = -\infty$ where it
 # is `False`,
 #
-# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right) V .$$
+# $$\mathrm{Attention}(Q, K, V)
+#   = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right) V .$$
 #
 # A forbidden key's weight is $e^{-\infty} / \sum_j e^{s_j} = 0$ **exactly**,
 # so its value contributes nothing, and no gradient flows to it either.
@@ -173,7 +175,8 @@ X = minitrans.from_host(rng.standard_normal((T, 8)))     # (T, d)
 attention = minitrans.ScaledDotProductAttention()
 
 fig, axes = plt.subplots(1, 3, figsize=(11, 4), layout="constrained")
-for ax, (title, mask) in zip(axes, [("no mask", None), ("causal mask", causal_mask(T)), ("decoder mask", dec[0])]):
+for ax, (title, mask) in zip(axes, [("no mask", None), ("causal mask", causal_mask(T)),
+                                    ("decoder mask", dec[0])]):
     attention.forward(X, X, X, mask=mask)
     weights = minitrans.to_numpy(attention.attention_weights)    # (T, T)
     image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0)
@@ -182,7 +185,8 @@ for ax, (title, mask) in zip(axes, [("no mask", None), ("causal mask", causal_ma
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     ax.set_title(title)
-    masked = "" if mask is None else f" | largest masked weight {weights[~minitrans.to_numpy(mask)].max()}"
+    masked = ("" if mask is None
+              else f" | largest masked weight {weights[~minitrans.to_numpy(mask)].max()}")
     print(f"{title:12s} row sums {weights.sum(axis=-1).round(6)}{masked}")
 fig.colorbar(image, ax=axes, fraction=0.02, label="attention weight")
 fig.suptitle("Self-attention weights of '<bos> the cat sat <pad> <pad>'")

@@ -154,7 +154,8 @@ print("head 1 on its own:", head_alone.shape, "| equal to heads[:, 1]:",
 # The query, value and output projections have a bias; the key projection has
 # none. Suppose it had one, $b$. The score of query $i$ and key $j$ would be
 #
-# $$\frac{q_i \cdot (k_j + b)}{\sqrt{d_k}} = \frac{q_i \cdot k_j}{\sqrt{d_k}} + \frac{q_i \cdot b}{\sqrt{d_k}},$$
+# $$\frac{q_i \cdot (k_j + b)}{\sqrt{d_k}}
+#   = \frac{q_i \cdot k_j}{\sqrt{d_k}} + \frac{q_i \cdot b}{\sqrt{d_k}},$$
 #
 # and the second term depends on the query $i$ but **not on the key** $j$: it
 # adds the same constant to a whole row of scores. Softmax ignores such a
@@ -179,7 +180,8 @@ with minitrans.using(dtype="float64"):
     attention.forward(Qb, Kb, Vb)
     P_without = attention.attention_weights
     attention.forward(Qb, Kb + b, Vb)
-    print("weights change by adding b to every key:", np.abs(attention.attention_weights - P_without).max())
+    print("weights change by adding b to every key:",
+          np.abs(attention.attention_weights - P_without).max())
 
     dQ, dK, dV = attention.backward(minitrans.from_host(rng.standard_normal((3, 2))))
     print("gradient a key bias would get   (sum of dK over keys):   ", dK.sum(axis=0))
@@ -242,7 +244,8 @@ W_K[:, :18] = 0.0
 for t in range(T):                                  # head 0 (columns 0..5): previous position
     W_Q[t, 0 + max(t - 1, 0)] = c
     W_K[t, 0 + t] = 1.0
-b_Q[6 + 0] = c                                      # head 1 (columns 6..11): position 0, via the bias
+# head 1 (columns 6..11): position 0, via the bias
+b_Q[6 + 0] = c
 for s in range(T):
     W_K[s, 6 + s] = 1.0
 for w in range(len(vocabulary)):                    # head 2 (columns 12..17): the same word
@@ -338,7 +341,8 @@ QKV = x @ side_by_side                                                    # (B, 
 print("x [W_Q | W_K | W_V]:", QKV.shape)
 for i, name in enumerate("QKV"):
     block = QKV[..., i * 8:(i + 1) * 8]
-    print(f"  columns {i * 8}:{(i + 1) * 8} equal x W_{name}:", np.allclose(block, x @ W[name], atol=1e-5))
+    print(f"  columns {i * 8}:{(i + 1) * 8} equal x W_{name}:",
+          np.allclose(block, x @ W[name], atol=1e-5))
 
 # %% [markdown]
 # How much would it save? On a (2048, 256) batch of positions, the size of

@@ -89,7 +89,8 @@ print("x      (B, T_tgt, d_model):", x.shape)
 print("memory (B, T_src, d_model):", memory.shape)
 print("weights (B, h, T_tgt, T_src):", weights.shape)
 print("out    (B, T_tgt, d_model):", out.shape)
-print("each row of weights sums to 1:", np.allclose(minitrans.to_numpy(weights).sum(axis=-1), 1.0, atol=1e-6))
+print("each row of weights sums to 1:",
+      np.allclose(minitrans.to_numpy(weights).sum(axis=-1), 1.0, atol=1e-6))
 
 # %% [markdown]
 # ## Why K and V come as a pair
@@ -120,7 +121,8 @@ attention = ScaledDotProductAttention()
 d_k = 4
 Q = minitrans.from_host(rng.standard_normal((1, 3, d_k)))   # 3 queries
 K = minitrans.from_host(rng.standard_normal((1, 5, d_k)))   # 5 keys
-V_wrong = minitrans.from_host(rng.standard_normal((1, 3, d_k)))  # 3 values: from the queries' sequence
+# 3 values: from the queries' sequence
+V_wrong = minitrans.from_host(rng.standard_normal((1, 3, d_k)))
 try:
     attention.forward(Q, K, V_wrong)
 except ValueError as error:
@@ -247,7 +249,8 @@ print(np.round(hand_map, 3))
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), layout="constrained")
-panels = [(hand_map, "hand-set weights (not trained)"), (random_map, "random weights (untrained), head 1")]
+panels = [(hand_map, "hand-set weights (not trained)"),
+          (random_map, "random weights (untrained), head 1")]
 for ax, (weights_map, title) in zip(axes, panels):
     image = ax.imshow(weights_map, cmap="viridis", vmin=0.0, vmax=1.0)
     ax.set_xticks(range(len(source_words)), source_words, rotation=45)
@@ -291,7 +294,8 @@ dout = minitrans.from_host(rng.standard_normal(out.shape))
 dx, dmemory = cross.backward(dout)
 print("dx      (B, T_tgt, d_model):", dx.shape)
 print("dmemory (B, T_src, d_model):", dmemory.shape)
-print("largest |dmemory| at the padded positions:", float(np.abs(minitrans.to_numpy(dmemory[1, 3:])).max()))
+print("largest |dmemory| at the padded positions:",
+      float(np.abs(minitrans.to_numpy(dmemory[1, 3:])).max()))
 
 # %% [markdown]
 # ## Gradient check
@@ -310,7 +314,8 @@ with minitrans.using(dtype="float64"):
     layer64 = randomise_params(MultiHeadAttention(d_model, h, rng=0), check_rng)
     x64 = minitrans.from_host(check_rng.standard_normal((B, T_tgt, d_model)))
     memory64 = minitrans.from_host(check_rng.standard_normal((B, T_src, d_model)))
-    results = check_layer(layer64, x64, memory64, mask=padding_mask(src, PAD), label="cross-attention")
+    results = check_layer(layer64, x64, memory64, mask=padding_mask(src, PAD),
+                          label="cross-attention")
     print(format_table(results))
     print("all pass:", all(r.passed for r in results))
 

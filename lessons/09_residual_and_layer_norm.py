@@ -66,7 +66,8 @@ plt.show()
 # training, the chain rule gives the Jacobian $\frac{\partial y}{\partial x} =
 # I + \frac{\partial F}{\partial x}$, so the backward pass of the block is
 #
-# $$\frac{\partial L}{\partial x} = \frac{\partial L}{\partial y}\left(I + \frac{\partial F}{\partial x}\right)
+# $$\frac{\partial L}{\partial x}
+# = \frac{\partial L}{\partial y}\left(I + \frac{\partial F}{\partial x}\right)
 # = \underbrace{\frac{\partial L}{\partial y}}_{\text{straight through}}
 # + \underbrace{\frac{\partial L}{\partial y}\frac{\partial F}{\partial x}}_{\text{through } F}.$$
 #
@@ -115,7 +116,8 @@ print("largest deviation from the identity:", float(np.abs(J_y - J_F - np.eye(d)
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), layout="constrained")
 limit = np.abs(J_y).max()
-for ax, (matrix, title) in zip(axes, [(J_y, "dy/dx (whole connection)"), (J_F, "dF/dx (the branch alone)"),
+for ax, (matrix, title) in zip(axes, [(J_y, "dy/dx (whole connection)"),
+                                      (J_F, "dF/dx (the branch alone)"),
                                       (J_y - J_F, "difference = identity")]):
     image = ax.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit)
     ax.set_title(title, fontsize=10)
@@ -143,7 +145,8 @@ with minitrans.using(dtype="float64"):
     ffn.forward(residual.layer_norm.forward(x))
     dx_branch = residual.layer_norm.backward(ffn.backward(dy))  # dL/dy dF/dx
 
-print("max |dx - (dy + dx_branch)| =", float(np.abs(minitrans.to_numpy(dx - (dy + dx_branch))).max()))
+print("max |dx - (dy + dx_branch)| =",
+      float(np.abs(minitrans.to_numpy(dx - (dy + dx_branch))).max()))
 
 # %% [markdown]
 # ## Layer normalisation
@@ -189,7 +192,8 @@ x_host = rng.standard_normal((B, T, d)) * feature_scale + feature_offset   # (B,
 
 norm = LayerNorm(d)
 y_ln = minitrans.to_numpy(norm.forward(minitrans.from_host(x_host)))
-print("input : per-position means range", np.round(x_host.mean(-1).min(), 2), "to", np.round(x_host.mean(-1).max(), 2))
+print("input : per-position means range", np.round(x_host.mean(-1).min(), 2), "to",
+      np.round(x_host.mean(-1).max(), 2))
 print("output: largest |mean| over the", B * T, "positions:", float(np.abs(y_ln.mean(-1)).max()))
 print("output: variances between", float(y_ln.var(-1).min()), "and", float(y_ln.var(-1).max()))
 
@@ -203,7 +207,8 @@ print("output: variances between", float(y_ln.var(-1).min()), "and", float(y_ln.
 norm.params["gamma"] = minitrans.from_host(np.full(d, 2.0))
 norm.params["beta"] = minitrans.from_host(np.full(d, 3.0))
 y_scaled = minitrans.to_numpy(norm.forward(minitrans.from_host(x_host)))
-print("means:", np.round(y_scaled.mean(-1)[0], 4), "| standard deviations:", np.round(y_scaled.std(-1)[0], 4))
+print("means:", np.round(y_scaled.mean(-1)[0], 4), "| standard deviations:",
+      np.round(y_scaled.std(-1)[0], 4))
 
 # %% [markdown]
 # ## Layer norm against batch norm
@@ -233,19 +238,24 @@ def batch_norm(x, eps=1e-5):
 y_bn = batch_norm(x_host)
 norm = LayerNorm(d)  # back to gamma = 1, beta = 0
 y_ln = minitrans.to_numpy(norm.forward(minitrans.from_host(x_host)))
-print("layer norm: position means within", np.abs(y_ln.mean(-1)).max(), "of 0; feature means", np.round(y_ln.mean((0, 1)), 2))
-print("batch norm: feature means within", np.abs(y_bn.mean((0, 1))).max(), "of 0; position means range",
+print("layer norm: position means within", np.abs(y_ln.mean(-1)).max(), "of 0; feature means",
+      np.round(y_ln.mean((0, 1)), 2))
+print("batch norm: feature means within", np.abs(y_bn.mean((0, 1))).max(),
+      "of 0; position means range",
       np.round(y_bn.mean(-1).min(), 2), "to", np.round(y_bn.mean(-1).max(), 2))
 
 # %%
 fig, axes = plt.subplots(2, 2, figsize=(9, 5.5), layout="constrained")
 for row, (y_norm, name) in enumerate([(y_ln, "layer norm"), (y_bn, "batch norm")]):
-    groups = [(y_norm.reshape(B * T, d), "position", "position (b, t), flattened"),   # rows: positions
-              (y_norm.reshape(B * T, d).T, "feature", "feature i")]                    # rows: features
+    groups = [
+        (y_norm.reshape(B * T, d), "position", "position (b, t), flattened"),  # rows: positions
+        (y_norm.reshape(B * T, d).T, "feature", "feature i"),                  # rows: features
+    ]
     for col, (rows, what, xlabel) in enumerate(groups):
         ax = axes[row, col]
         ax.bar(range(len(rows)), rows.mean(axis=1), color="tab:blue", label="mean")
-        ax.plot(range(len(rows)), rows.std(axis=1), "o", color="tab:orange", markersize=4, label="standard deviation")
+        ax.plot(range(len(rows)), rows.std(axis=1), "o", color="tab:orange", markersize=4,
+                label="standard deviation")
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_title(f"{name}: statistics of each {what}", fontsize=10)
         ax.set_xlabel(xlabel)
@@ -253,7 +263,8 @@ for row, (y_norm, name) in enumerate([(y_ln, "layer norm"), (y_bn, "batch norm")
         ax.set_ylim(-1.5, 2.6)
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
 axes[0, 0].legend(loc="upper right", fontsize=8)
-fig.suptitle("Which axis is normalised: layer norm gives every position mean 0 and std 1,\nbatch norm every feature")
+fig.suptitle("Which axis is normalised: layer norm gives every position mean 0 and std 1,\nbatch "
+             "norm every feature")
 plt.show()
 
 # %% [markdown]

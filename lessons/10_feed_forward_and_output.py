@@ -72,8 +72,10 @@ plt.show()
 # twice as many as the multi-head attention beside it.
 
 # %%
-print("FeedForward(512, 2048):        ", f"{FeedForward(512, 2048, rng=0).num_parameters():,}", "parameters")
-print("MultiHeadAttention(512, h=8):  ", f"{MultiHeadAttention(512, 8, rng=0).num_parameters():,}", "parameters")
+print("FeedForward(512, 2048):        ", f"{FeedForward(512, 2048, rng=0).num_parameters():,}",
+      "parameters")
+print("MultiHeadAttention(512, h=8):  ", f"{MultiHeadAttention(512, 8, rng=0).num_parameters():,}",
+      "parameters")
 
 # %% [markdown]
 # ### "Position-wise"
@@ -96,11 +98,13 @@ x = minitrans.from_host(rng.standard_normal((2, 5, d_model)))   # (B, T, d_model
 y = ffn.forward(x)                                                # (B, T, d_model)
 
 alone = ffn.forward(x[1:2, 3:4])        # sentence 2, position 4 alone: (1, 1, d_model)
-print("one position alone vs in the batch, max difference:", float(np.abs(minitrans.to_numpy(alone[0, 0] - y[1, 3])).max()))
+print("one position alone vs in the batch, max difference:",
+      float(np.abs(minitrans.to_numpy(alone[0, 0] - y[1, 3])).max()))
 
 shuffle = np.array([4, 2, 0, 3, 1])
 y_shuffled = ffn.forward(x[:, shuffle])
-print("shuffled input -> shuffled output, max difference:", float(np.abs(minitrans.to_numpy(y_shuffled - y[:, shuffle])).max()))
+print("shuffled input -> shuffled output, max difference:",
+      float(np.abs(minitrans.to_numpy(y_shuffled - y[:, shuffle])).max()))
 
 # %% [markdown]
 # The first difference is float32 rounding, about $10^{-7}$: a single row goes
@@ -180,11 +184,14 @@ decoder_out = minitrans.from_host(rng.standard_normal((2, 3, d_model)))  # (B, T
 logits = projection.forward(decoder_out)                                    # (B, T, V)
 log_probs = minitrans.to_numpy(LogSoftmax().forward(logits))                # (B, T, V)
 targets = np.array([[3, 4, 2], [5, 6, 2]])                                  # (B, T) next-word ids
-print("logits:", logits.shape, "| rows of exp(log p) sum to 1:", np.allclose(np.exp(log_probs).sum(-1), 1.0, atol=1e-6))
+print("logits:", logits.shape, "| rows of exp(log p) sum to 1:",
+      np.allclose(np.exp(log_probs).sum(-1), 1.0, atol=1e-6))
 
 by_hand = -np.take_along_axis(log_probs, targets[..., None], axis=-1).mean()
-plain_loss = LabelSmoothedCrossEntropy(label_smoothing=0.0).forward(logits, minitrans.to_device(targets))
-print(f"mean -log p of the targets: {by_hand:.6f} | LabelSmoothedCrossEntropy(0.0): {float(plain_loss):.6f}")
+plain_loss = LabelSmoothedCrossEntropy(label_smoothing=0.0).forward(
+    logits, minitrans.to_device(targets))
+print(f"mean -log p of the targets: {by_hand:.6f} | LabelSmoothedCrossEntropy(0.0): "
+      f"{float(plain_loss):.6f}")
 
 # %% [markdown]
 # ## Label smoothing
@@ -243,7 +250,8 @@ for eps in (0.0, 0.1):
         p_vec = np.full(V_small, (1 - p_right) / (V_small - 1))
         p_vec[right] = p_right
         # logits = log p, so that softmax(logits) = p
-        values.append(float(loss_fn.forward(minitrans.from_host(np.log(p_vec)[None]), minitrans.to_device(np.array([right])))))
+        values.append(float(loss_fn.forward(minitrans.from_host(np.log(p_vec)[None]),
+                                            minitrans.to_device(np.array([right])))))
     curves[eps] = np.array(values)
 
 best = p_grid[np.argmin(curves[0.1])]
@@ -299,16 +307,20 @@ loss = float(smoothed_loss.forward(logits, minitrans.to_device(targets)))
 q_all = 0.9 * np.eye(V)[targets] + 0.1 / V             # (B, T, V)
 per_position = -(q_all * log_probs).sum(-1)             # (B, T)
 real = targets != PAD
-print(f"loss: minitrans {loss:.6f} | by hand {per_position[real].mean():.6f} (mean over {real.sum()} real targets)")
+print(f"loss: minitrans {loss:.6f} | by hand {per_position[real].mean():.6f} (mean over "
+      f"{real.sum()} real targets)")
 
 dlogits = minitrans.to_numpy(smoothed_loss.backward())
 p_all = np.exp(log_probs)
-print("gradient == (p - q) / N at real positions:", np.allclose(dlogits[real], (p_all - q_all)[real] / real.sum(), atol=1e-6))
+print("gradient == (p - q) / N at real positions:",
+      np.allclose(dlogits[real], (p_all - q_all)[real] / real.sum(), atol=1e-6))
 print("largest |gradient| at the padded position:", float(np.abs(dlogits[1, 2]).max()))
 
 changed = minitrans.to_numpy(logits).copy()
 changed[1, 2] = 50.0                                     # nonsense logits at the padded position
-print("loss with changed padded logits:", f"{float(smoothed_loss.forward(minitrans.from_host(changed), minitrans.to_device(targets))):.6f}")
+print("loss with changed padded logits:",
+      "%.6f" % float(smoothed_loss.forward(minitrans.from_host(changed),
+                                           minitrans.to_device(targets))))
 
 # %% [markdown]
 # ### Gradient checks of the output layer and the loss
@@ -323,7 +335,8 @@ with minitrans.using(dtype="float64"):
     projection64 = randomise_params(OutputProjection(4, V, rng=0), check_rng)
     results = check_layer(projection64, minitrans.from_host(check_rng.standard_normal((2, 3, 4))))
     results += check_layer(LabelSmoothedCrossEntropy(0.1, pad_id=PAD),
-                           minitrans.from_host(check_rng.standard_normal((2, 3, V))), minitrans.to_device(targets),
+                           minitrans.from_host(check_rng.standard_normal((2, 3, V))),
+                           minitrans.to_device(targets),
                            label="LabelSmoothedCrossEntropy")
     print(format_table(results))
 
@@ -356,7 +369,8 @@ with minitrans.using(dtype="float64"):
 
 # %%
 words = ["mat", "floor", "sofa", "roof", "table", "dog", "moon", "idea"]
-next_logits = minitrans.from_host(np.array([[3.0, 2.4, 2.0, 1.4, 1.0, 0.2, -0.5, -1.5]]))  # (B=1, V=8)
+# (B=1, V=8)
+next_logits = minitrans.from_host(np.array([[3.0, 2.4, 2.0, 1.4, 1.0, 0.2, -0.5, -1.5]]))
 probs = softmax(next_logits)
 
 greedy_word = words[int(np.argmax(minitrans.to_numpy(next_logits)))]

@@ -146,7 +146,8 @@ plt.show()
 D = 6
 with minitrans.using(dtype="float64"):
     norm = randomise_params(minitrans.LayerNorm(D), np.random.default_rng(1))
-    x = minitrans.from_host(np.random.default_rng(2).standard_normal((1, 1, D)) * 3 + 1)   # one position
+    # one position
+    x = minitrans.from_host(np.random.default_rng(2).standard_normal((1, 1, D)) * 3 + 1)
     dy = minitrans.from_host(np.random.default_rng(3).standard_normal((1, 1, D)))
     norm.zero_grad()
     norm.forward(x)
@@ -160,7 +161,8 @@ g = dy[0, 0] * norm.params["gamma"]
 print("variance of x:", f"{x0.var():.1f}", "  eps:", norm.eps)
 print("J^T g vs LayerNorm.backward, relative error:", relative_error(jacobian.T @ g, dx))
 print("sum of dx (shift invariance)          :", f"{dx.sum():.1e}")
-print("dx . x_hat (scale invariance, ~0)     :", f"{dx @ x_hat:.1e}", "  vs |dx| =", f"{np.abs(dx).max():.2f}")
+print("dx . x_hat (scale invariance, ~0)     :", f"{dx @ x_hat:.1e}", "  vs |dx| =",
+      f"{np.abs(dx).max():.2f}")
 
 # %% [markdown]
 # Both properties hold: the gradient sums to zero (to rounding), and its
@@ -218,7 +220,8 @@ for h in (1e-1, 1e-2):
     print(f"h = {h:.0e}   error: forward {abs(forward - exact):.1e}   "
           f"two-point {abs(two_point - exact):.1e}   fourth-order {abs(four_point - exact):.1e}")
 
-print("central_derivative, h = 1e-4: error", f"{abs(central_derivative(lambda d: math.sin(1.0 + d), 1e-4) - exact):.1e}")
+print("central_derivative, h = 1e-4: error",
+      f"{abs(central_derivative(lambda d: math.sin(1.0 + d), 1e-4) - exact):.1e}")
 
 # %% [markdown]
 # Dividing $h$ by 10 divides the forward error by 10, the two-point error by
@@ -299,7 +302,8 @@ for dtype in (np.float64, np.float32):
 fig, ax = plt.subplots(figsize=(6, 4))
 for (dtype, order), errors in curves.items():
     style = "-" if dtype == "float64" else "--"
-    ax.loglog(steps, errors, style, label=f"{dtype}, {'two-point' if order == 2 else 'fourth-order'}")
+    ax.loglog(steps, errors, style,
+              label=f"{dtype}, {'two-point' if order == 2 else 'fourth-order'}")
 ax.loglog(steps, steps**2 / 6, ":", color="gray", label="h²/6 (truncation)")
 ax.loglog(steps, 2.2e-16 / steps, ":", color="black", label="ε₆₄/h (rounding)")
 ax.set_ylim(1e-14, 10)
@@ -403,7 +407,8 @@ class LayerNormNoMeanTerm(minitrans.LayerNorm):
         self.grads["gamma"] += (dy * x_hat).sum(axis=reduce_axes)
         self.grads["beta"] += dy.sum(axis=reduce_axes)
         dx_hat = dy * self.params["gamma"]
-        return inv_std * (dx_hat - x_hat * (dx_hat * x_hat).mean(axis=-1, keepdims=True))  # BUG: no - mean(dx_hat)
+        # BUG: no - mean(dx_hat)
+        return inv_std * (dx_hat - x_hat * (dx_hat * x_hat).mean(axis=-1, keepdims=True))
 
 with minitrans.using(dtype="float64"):
     layer = randomise_params(LayerNormNoMeanTerm(4), np.random.default_rng(0))
@@ -468,7 +473,8 @@ class TiedModel(minitrans.Module):
     def __init__(self, embedding):
         super().__init__()
         self.embedding = embedding
-        self.projection = minitrans.OutputProjection(embedding.d_model, embedding.vocab_size, tied_to=embedding)
+        self.projection = minitrans.OutputProjection(embedding.d_model, embedding.vocab_size,
+                                                     tied_to=embedding)
 
     def forward(self, ids):
         return self.projection.forward(self.embedding.forward(ids))
@@ -487,7 +493,8 @@ class EmbeddingThatOverwrites(minitrans.Embedding):
         self.grads["W_E"] = dW_E                         # BUG: should be +=
         return None
 
-ids = minitrans.to_device(np.array([[1, 2, 1], [3, 0, 2]]))   # (B, T) = (2, 3); token 1 and 2 repeat
+# (B, T) = (2, 3); token 1 and 2 repeat
+ids = minitrans.to_device(np.array([[1, 2, 1], [3, 0, 2]]))
 with minitrans.using(dtype="float64"):
     for embedding_class in (minitrans.Embedding, EmbeddingThatOverwrites):
         model = randomise_params(TiedModel(embedding_class(5, 4, rng=0)), np.random.default_rng(0))
@@ -533,7 +540,8 @@ def compare(layer, z, G):
 
 with minitrans.using(dtype="float64"):
     z = np.random.default_rng(7).standard_normal((2, 5))
-    for upstream, G in [("all ones", np.ones((2, 5))), ("random", np.random.default_rng(8).standard_normal((2, 5)))]:
+    for upstream, G in [("all ones", np.ones((2, 5))),
+                        ("random", np.random.default_rng(8).standard_normal((2, 5)))]:
         for layer in (Softmax(), SoftmaxWrongBackward()):
             a, n, difference = compare(layer, z, G)
             print(f"G {upstream:8s}  {type(layer).__name__:20s}  max|analytic| {a:.1e}  "

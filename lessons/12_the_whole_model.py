@@ -152,7 +152,8 @@ for options in [{}, {"tie_embeddings": True}, {"pre_norm": True}]:
 # $65 \times 10^6$ parameters.
 
 # %%
-base_tied = minitrans.ModelConfig.preset("base", vocab_size=37000)  # the preset shares, as the paper does
+# the preset shares, as the paper does
+base_tied = minitrans.ModelConfig.preset("base", vocab_size=37000)
 base = minitrans.ModelConfig.preset("base", vocab_size=37000, tie_embeddings=False)
 print(f"base, three separate V x d matrices: {count_parameters(base):>11,}")
 print(f"base, one shared matrix (paper §3.4): {count_parameters(base_tied):>11,}")
@@ -247,7 +248,8 @@ tgt_tokens = vocab.decode(batch.tgt_in[row], strip_special=False)
 cross = np.broadcast_to(src_mask[row], (len(tgt_tokens), len(src_tokens)))
 
 fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-for ax, mask, keys, title in [(axes[0], tgt_mask[row], tgt_tokens, "decoder self-attention: decoder_mask"),
+for ax, mask, keys, title in [(axes[0], tgt_mask[row], tgt_tokens,
+                               "decoder self-attention: decoder_mask"),
                               (axes[1], cross, src_tokens, "cross-attention: padding_mask(src)")]:
     image = ax.imshow(mask, cmap="Greys", vmin=0, vmax=1)
     ax.set_xticks(range(len(keys)), keys, rotation=90)
@@ -255,7 +257,8 @@ for ax, mask, keys, title in [(axes[0], tgt_mask[row], tgt_tokens, "decoder self
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query: decoder input tgt_in")
     ax.set_title(title, fontsize=10)
-    fig.colorbar(image, ax=ax, ticks=[0, 1], fraction=0.046).ax.set_yticklabels(["blocked", "may attend"])
+    colorbar = fig.colorbar(image, ax=ax, ticks=[0, 1], fraction=0.046)
+    colorbar.ax.set_yticklabels(["blocked", "may attend"])
 fig.tight_layout()
 plt.show()
 
@@ -337,7 +340,8 @@ for label, seconds in timings.items():
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3))
-ax.barh(list(timings), [1000 * t for t in timings.values()], color=["tab:green", "tab:blue", "tab:red"])
+ax.barh(list(timings), [1000 * t for t in timings.values()],
+        color=["tab:green", "tab:blue", "tab:red"])
 ax.set_xlabel("milliseconds (best of runs)")
 ax.set_ylabel("how the logits are computed")
 ax.set_title(f"Logits of all {T} positions of {B} sentences")
@@ -406,7 +410,8 @@ print("pairs:", ", ".join(sorted(kernels.PAIRS)))
 # Lesson 16 trains one.
 
 # %%
-lm_config = minitrans.ModelConfig.preset("toy", vocab_size=len(vocab), max_len=64, decoder_only=True)
+lm_config = minitrans.ModelConfig.preset("toy", vocab_size=len(vocab), max_len=64,
+                                         decoder_only=True)
 lm = minitrans.DecoderOnlyLM(lm_config, rng=0)
 print(f"{lm.num_parameters():,} parameters:", dict(count_by(lm, 1)))
 print("logits:", lm.forward(tgt_in).shape)

@@ -195,7 +195,8 @@ paths = {
 too_fast = run(lambda model: minitrans.SGD(model, lr=0.021))
 print(f"SGD with lr 0.021 > 2/b: loss after 100 steps {loss(too_fast[-1]):.1e} (diverged)")
 for label, path in paths.items():
-    print(f"{label}: loss after 10, 50, 100 steps:", ", ".join(f"{loss(path[t]):.1e}" for t in (10, 50, 100)))
+    print(f"{label}: loss after 10, 50, 100 steps:",
+          ", ".join(f"{loss(path[t]):.1e}" for t in (10, 50, 100)))
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 X, Y = np.meshgrid(np.linspace(-4.5, 1.5, 200), np.linspace(-2, 2, 200))
@@ -351,7 +352,8 @@ axes[1].set_ylim(0, 1.05)
 axes[1].legend(fontsize=8)
 fig.tight_layout()
 plt.show()
-print({t: (round(float(spread[t - 1]), 2), round(float(size[t - 1]), 2), round(float(downhill[t - 1]), 2))
+print({t: (round(float(spread[t - 1]), 2), round(float(size[t - 1]), 2),
+           round(float(downhill[t - 1]), 2))
        for t in (1, 10, 50, 300)}, "  (spread of v̂, |update|/lr, fraction downhill)")
 
 # %% [markdown]
@@ -386,14 +388,17 @@ with minitrans.using(dtype="float64"):
         layer.zero_grad()
         layer.forward(x)
         layer.backward(dy * scale)
-        return np.concatenate([minitrans.to_numpy(g).ravel() for _, _, g in layer.named_parameters()])
+        return np.concatenate([minitrans.to_numpy(g).ravel()
+                               for _, _, g in layer.named_parameters()])
 
     for scale in (0.01, 100.0):
         before = gradients_for(scale)
         returned = minitrans.clip_grad_norm(layer, 1.0)
-        after = np.concatenate([minitrans.to_numpy(g).ravel() for _, _, g in layer.named_parameters()])
+        after = np.concatenate([minitrans.to_numpy(g).ravel()
+                                for _, _, g in layer.named_parameters()])
         cosine = before @ after / (np.linalg.norm(before) * np.linalg.norm(after))
-        print(f"upstream x {scale:6}: norm before {returned:8.3f}, after {global_grad_norm(layer):6.3f}, "
+        print(f"upstream x {scale:6}: norm before {returned:8.3f}, after "
+              f"{global_grad_norm(layer):6.3f}, "
               f"cosine(before, after) = {cosine:.6f}")
 
     scales = np.logspace(-2, 3, 30)

@@ -57,8 +57,10 @@ from minitrans.ops.softmax import log_softmax
 from minitrans.training import evaluation, experiment
 from minitrans.training.optim import transformer_lr
 
-warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm's notice; we use no progress bar
-runs = tempfile.mkdtemp(prefix="minitrans-lesson14-")  # checkpoints go here, not into the repository
+# tqdm's notice; we use no progress bar
+warnings.filterwarnings("ignore", message="IProgress not found")
+# checkpoints go here, not into the repository
+runs = tempfile.mkdtemp(prefix="minitrans-lesson14-")
 print("backend:", minitrans.core.backend.backend_name(), "| checkpoints go to a temporary folder")
 
 # %% [markdown]
@@ -80,12 +82,14 @@ task, model = copy_trainer.task, copy_trainer.model
 c = model.config
 
 print(task.description)
-print(f"{len(task.train):,} training and {len(task.valid):,} held-out sequences, vocabulary {len(task.vocab)}:",
+print(f"{len(task.train):,} training and {len(task.valid):,} held-out sequences, vocabulary "
+      f"{len(task.vocab)}:",
       task.vocab.tokens)
 print(f"model: d_model={c.d_model}, h={c.h}, N={c.N}, d_ff={c.d_ff}, dropout={c.dropout}: "
       f"{model.num_parameters():,} parameters")
-print(f"train: at most {copy_config.steps} steps of {copy_config.batch_size} pairs, warmup {copy_config.warmup}, "
-      f"lr factor {copy_config.lr_factor}, label smoothing {copy_config.label_smoothing}, "
+print(f"train: at most {copy_config.steps} steps of {copy_config.batch_size} pairs, warmup "
+      f"{copy_config.warmup}, lr factor {copy_config.lr_factor}, "
+      f"label smoothing {copy_config.label_smoothing}, "
       f"stop at exact match {copy_config.target_exact_match:.0%}")
 
 # %% [markdown]
@@ -151,7 +155,8 @@ print(f"{copy_trainer.step} steps in {time.perf_counter() - start:.1f} s")
 # smallest when the predicted distribution *equals* $q$, and is then the
 # entropy of $q$,
 #
-# $$H(q) = -\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)\log\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+# $$H(q) = -\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
+#   \log\left(1 - \epsilon + \tfrac{\epsilon}{V}\right)
 #   - (V - 1)\,\tfrac{\epsilon}{V}\log\tfrac{\epsilon}{V}.$$
 #
 # A model trained towards $q$ gives the right token a probability near
@@ -166,15 +171,18 @@ eps, V = copy_config.label_smoothing, len(task.vocab)
 p_right, p_other = 1 - eps + eps / V, eps / V
 floor_smoothed = -p_right * np.log(p_right) - (V - 1) * p_other * np.log(p_other)
 floor_held_out = -np.log(p_right)
-print(f"V = {V}: smallest smoothed loss H(q) = {floor_smoothed:.3f}, -log(1 - eps + eps/V) = {floor_held_out:.3f}")
-print(f"training loss: first {history['loss'][0]:.3f} (log V = {np.log(V):.3f}), last {history['loss'][-1]:.3f}; "
-      f"last held-out loss {evaluations[-1]['loss']:.3f}")
+print(f"V = {V}: smallest smoothed loss H(q) = {floor_smoothed:.3f}, -log(1 - eps + eps/V) = "
+      f"{floor_held_out:.3f}")
+print(f"training loss: first {history['loss'][0]:.3f} (log V = {np.log(V):.3f}), last "
+      f"{history['loss'][-1]:.3f}; last held-out loss {evaluations[-1]['loss']:.3f}")
 
 fig, ax = plt.subplots(figsize=(6, 4))
-ax.plot(history["step"], history["loss"], linewidth=1, label=f"training loss (label smoothing {eps})")
+ax.plot(history["step"], history["loss"], linewidth=1,
+        label=f"training loss (label smoothing {eps})")
 ax.plot([e["step"] for e in evaluations], [e["loss"] for e in evaluations], "o-",
         label="held-out loss (no smoothing)")
-ax.axhline(floor_smoothed, color="tab:blue", linestyle=":", label="H(q): floor of the smoothed loss")
+ax.axhline(floor_smoothed, color="tab:blue", linestyle=":",
+           label="H(q): floor of the smoothed loss")
 ax.axhline(floor_held_out, color="tab:orange", linestyle=":", label="-log(1 - eps + eps/V)")
 ax.set_yscale("log")
 ax.set_title("Copy task: loss")
@@ -202,7 +210,8 @@ plt.show()
 
 # %%
 all_steps = np.arange(1, copy_config.steps + 1)
-schedule = [transformer_lr(s, c.d_model, copy_config.warmup, copy_config.lr_factor) for s in all_steps]
+schedule = [transformer_lr(s, c.d_model, copy_config.warmup, copy_config.lr_factor)
+            for s in all_steps]
 print(f"peak at step {copy_config.warmup}: {max(schedule):.2e}; our last step {copy_trainer.step}: "
       f"{history['lr'][-1]:.2e}")
 
@@ -210,7 +219,8 @@ fig, ax = plt.subplots(figsize=(6, 4))
 ax.plot(all_steps, schedule, "--", color="gray", label=f"schedule for {copy_config.steps} steps")
 ax.plot(history["step"], history["lr"], linewidth=2, label="this run")
 ax.axvline(copy_config.warmup, color="gray", linewidth=0.5)
-ax.set_title(f"Learning rate (d_model={c.d_model}, warmup={copy_config.warmup}, factor={copy_config.lr_factor})")
+ax.set_title(f"Learning rate (d_model={c.d_model}, warmup={copy_config.warmup}, "
+             f"factor={copy_config.lr_factor})")
 ax.set_xlabel("training step")
 ax.set_ylabel("learning rate")
 ax.legend()
@@ -244,9 +254,11 @@ for (source, target), output in zip(samples, outputs):
 source_tokens, output_tokens, weights = evaluation.attention_for(model, task, task.valid[0][0])
 print("weights:", weights.shape, "(h, T_out, T_src)")
 mean_weights = weights.mean(axis=0)
-print("most attended source position for each output digit (mean of heads):", mean_weights[:-1].argmax(axis=1))
+print("most attended source position for each output digit (mean of heads):",
+      mean_weights[:-1].argmax(axis=1))
 for head in range(weights.shape[0]):
-    print(f"                                         head {head}:", weights[head, :-1].argmax(axis=1))
+    print(f"                                         head {head}:",
+          weights[head, :-1].argmax(axis=1))
 
 fig, ax = plt.subplots(figsize=(6, 5))
 image = ax.imshow(mean_weights, cmap="viridis", vmin=0.0, vmax=1.0)
@@ -286,13 +298,15 @@ plt.show()
 # 25, stop to look at the mistakes, then go on.
 
 # %%
-translate_config = experiment.train_config_for("translate", steps=100, eval_every=25, eval_pairs=200,
+translate_config = experiment.train_config_for("translate", steps=100, eval_every=25,
+                                               eval_pairs=200,
                                                out_dir=os.path.join(runs, "translate"))
 translate_trainer = experiment.new_trainer(translate_config, progress=False)
 task, model = translate_trainer.task, translate_trainer.model
 c = model.config
 print(task.description)
-print(f"{len(task.train):,} training and {len(task.valid):,} held-out pairs, vocabulary {len(task.vocab)}")
+print(f"{len(task.train):,} training and {len(task.valid):,} held-out pairs, vocabulary "
+      f"{len(task.vocab)}")
 print(f"model: d_model={c.d_model}, h={c.h}, N={c.N}, d_ff={c.d_ff}, dropout={c.dropout}: "
       f"{model.num_parameters():,} parameters")
 for source, target in task.train[:3]:
@@ -313,7 +327,8 @@ valid = task.valid[:300]
 references = [target for _, target in valid]
 greedy_match, greedy_texts = evaluation.exact_match(model, task, valid)
 print(f"step {translate_trainer.step}: greedy exact match {greedy_match:.1%} of {len(valid)}")
-wrong = [(source, target, output) for (source, target), output in zip(valid, greedy_texts) if output != target]
+wrong = [(source, target, output) for (source, target), output in zip(valid, greedy_texts)
+         if output != target]
 for source, target, output in wrong[:4]:
     print(f"  {source}\n    expected {target}\n    got      {output}")
 
@@ -340,7 +355,8 @@ for source, target, output in wrong[:4]:
 
 # %%
 greedy_bleu = evaluation.corpus_bleu(greedy_texts, references)
-print(f"step {translate_trainer.step}, greedy: exact match {greedy_match:.1%}, BLEU {greedy_bleu:.1f}")
+print(f"step {translate_trainer.step}, greedy: exact match {greedy_match:.1%}, BLEU "
+      f"{greedy_bleu:.1f}")
 
 # %% [markdown]
 # One wrong word in 10 costs a sentence its exact match, but only a few of
@@ -378,7 +394,8 @@ start = time.perf_counter()
 beam_match, beam_texts = evaluation.exact_match(model, task, valid, beam_size=4)
 beam_bleu = evaluation.corpus_bleu(beam_texts, references)
 print(f"greedy:         exact match {greedy_match:.1%}, BLEU {greedy_bleu:.1f}")
-print(f"beam, K=4:      exact match {beam_match:.1%}, BLEU {beam_bleu:.1f}   ({time.perf_counter() - start:.1f} s)")
+print(f"beam, K=4:      exact match {beam_match:.1%}, BLEU {beam_bleu:.1f}   "
+      f"({time.perf_counter() - start:.1f} s)")
 print("sentences where the two differ:", sum(g != b for g, b in zip(greedy_texts, beam_texts)))
 
 # %% [markdown]
@@ -424,7 +441,8 @@ translate_trainer.fit()
 print(f"now at step {translate_trainer.step}, {time.perf_counter() - start:.1f} s more")
 
 greedy_match, greedy_texts = evaluation.exact_match(model, task, valid)
-print(f"\ngreedy: exact match {greedy_match:.1%}, BLEU {evaluation.corpus_bleu(greedy_texts, references):.1f}"
+print(f"\ngreedy: exact match {greedy_match:.1%}, BLEU "
+      f"{evaluation.corpus_bleu(greedy_texts, references):.1f}"
       f" on {len(valid)} held-out sentences")
 for (source, target), output in list(zip(valid, greedy_texts))[:4]:
     print(f"  {'ok ' if output == target else 'BAD'} {source}\n      -> {output}")
@@ -452,7 +470,8 @@ source = valid[0][0]
 src = minitrans.to_device(np.array([task.vocab.encode(task.tokenizer.split(source))]))  # (1, T_src)
 print("source:", source)
 for alpha in (0.0, 0.6, 2.0):
-    best, beams, scores = decoding.beam_search(model, src, beam_size=4, length_penalty=alpha, return_all=True)
+    best, beams, scores = decoding.beam_search(model, src, beam_size=4, length_penalty=alpha,
+                                               return_all=True)
     print(f"alpha = {alpha}:  beams {beams.shape} (B, K, L), scores {scores.shape} (B, K)")
     for k in range(4):
         text = task.decode(minitrans.to_numpy(beams[0, k]))

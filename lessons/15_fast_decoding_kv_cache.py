@@ -51,10 +51,12 @@ from minitrans.model.kvcache import KVCache
 # $(B, T_\text{src})$:
 
 # %%
-config = minitrans.ModelConfig(vocab_size=20, d_model=64, h=4, N=2, d_ff=256, dropout=0.0, max_len=80)
+config = minitrans.ModelConfig(vocab_size=20, d_model=64, h=4, N=2, d_ff=256, dropout=0.0,
+                               max_len=80)
 model = minitrans.Transformer(config, rng=0).eval()
 rng = np.random.default_rng(0)
-src = minitrans.to_device(rng.integers(4, config.vocab_size, size=(32, 10)))  # ids 4.. avoid the specials
+# ids 4.. avoid the specials
+src = minitrans.to_device(rng.integers(4, config.vocab_size, size=(32, 10)))
 print(f"{model.num_parameters():,} parameters; src {src.shape} (B, T_src)")
 
 # %% [markdown]
@@ -115,7 +117,8 @@ print("largest change at the first 5 positions:", np.abs(longer[:, :5] - short).
 cache = KVCache(batch=2, h=4, d_k=16, max_len=8, dtype="float32")
 print("buffers:", cache.K.shape, "| length", cache.length)
 for step in range(3):
-    K_new = minitrans.from_host(rng.standard_normal((2, 4, 1, 16)))  # one new position, (B, h, 1, d_k)
+    # one new position, (B, h, 1, d_k)
+    K_new = minitrans.from_host(rng.standard_normal((2, 4, 1, 16)))
     cache.append(K_new, K_new)
     print(f"after append {step + 1}: keys {cache.keys.shape}, values {cache.values.shape}")
 
@@ -134,8 +137,10 @@ for step in range(3):
 
 # %%
 state = model.start(src)
-print(len(state.caches), "self-attention caches, buffers", state.caches[0].K.shape, "(B, h, max_len, d_k)")
-print(len(state.memory_kvs), "cross-attention (K, V) pairs, K", state.memory_kvs[0][0].shape, "(B, h, T_src, d_k)")
+print(len(state.caches), "self-attention caches, buffers", state.caches[0].K.shape,
+      "(B, h, max_len, d_k)")
+print(len(state.memory_kvs), "cross-attention (K, V) pairs, K", state.memory_kvs[0][0].shape,
+      "(B, h, T_src, d_k)")
 print("memory_mask", state.memory_mask.shape, "| position", state.position)
 
 # %% [markdown]
@@ -172,8 +177,10 @@ for step in range(3):
 
 # %%
 with minitrans.using(dtype="float64"):
-    cached_tokens, cached_logits = decoding.greedy(model64, src, 30, use_cache=True, return_logits=True)
-    full_tokens, full_logits = decoding.greedy(model64, src, 30, use_cache=False, return_logits=True)
+    cached_tokens, cached_logits = decoding.greedy(model64, src, 30, use_cache=True,
+                                                   return_logits=True)
+    full_tokens, full_logits = decoding.greedy(model64, src, 30, use_cache=False,
+                                               return_logits=True)
 print("tokens:", cached_tokens.shape, "| logits:", cached_logits.shape, cached_logits.dtype)
 print("identical tokens:", bool((cached_tokens == full_tokens).all()))
 print(f"largest |difference| of the logits: {float(abs(cached_logits - full_logits).max()):.1e}")
@@ -206,7 +213,8 @@ for length in lengths:
             best = min(best, time.perf_counter() - start)
         timings[use_cache].append(best)
     print(f"L = {length:2d}: output {out.shape}, cached {timings[True][-1]:.3f} s, "
-          f"recomputing {timings[False][-1]:.3f} s, ratio {timings[False][-1] / timings[True][-1]:.1f}x")
+          f"recomputing {timings[False][-1]:.3f} s, ratio "
+          f"{timings[False][-1] / timings[True][-1]:.1f}x")
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 4))
@@ -258,13 +266,15 @@ print(f"cross-attention K, V:  {measured_memory:,} bytes; 2 N B T_src d_model x 
 # 24 KiB in float32. How that grows with the batch and the length:
 
 # %%
-base = minitrans.ModelConfig.preset("base", vocab_size=37000)  # only the sizes; no weights are built
+# only the sizes; no weights are built
+base = minitrans.ModelConfig.preset("base", vocab_size=37000)
 per_position = 2 * base.N * base.d_model
 print(f"base model: N={base.N}, d_model={base.d_model}: {per_position:,} numbers, "
       f"{per_position * 4 / 1024:.0f} KiB per position (float32)")
 for batch, length in [(1, 100), (32, 100), (32, 512), (128, 512)]:
     numbers = per_position * batch * length
-    print(f"  B = {batch:3d}, T = {length:3d}: {numbers:>12,} numbers = {numbers * 4 / 2**20:7.1f} MiB")
+    print(f"  B = {batch:3d}, T = {length:3d}: {numbers:>12,} numbers = "
+          f"{numbers * 4 / 2**20:7.1f} MiB")
 print("the weights themselves: about 63 million numbers, 240 MiB (lesson 12)")
 
 # %% [markdown]

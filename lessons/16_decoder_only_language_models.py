@@ -59,7 +59,8 @@ from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 # and what is left models text on its own. `DecoderOnlyLM` is, for ids
 # $(B, T)$:
 #
-# $$\text{logits} = \text{Decoder}_\text{no cross}\big(\text{InputEmbedding}(\text{ids})\big)\, W + b,
+# $$\text{logits} =
+#   \text{Decoder}_\text{no cross}\big(\text{InputEmbedding}(\text{ids})\big)\, W + b,
 #   \qquad (B, T, V),$$
 #
 # where each of the $N$ layers is masked self-attention then the
@@ -108,13 +109,16 @@ print("seq2seq decoder layer:    ", parameters_of_layer(seq2seq.decoder.layers[0
 print("LM layer's cross_attn is", lm.decoder.layers[0].cross_attn)
 
 d, d_ff = sizes["d_model"], sizes["d_ff"]
-attention_block = 4 * d * d + 3 * d + 2 * d  # W_Q, W_K, W_V, W_O; b_Q, b_V, b_O (no key bias); LayerNorm
+# W_Q, W_K, W_V, W_O; b_Q, b_V, b_O (no key bias); LayerNorm
+attention_block = 4 * d * d + 3 * d + 2 * d
 ffn_block = 2 * d * d_ff + d_ff + d + 2 * d  # W_1, W_2, b_1, b_2; LayerNorm
 print(f"by formula: attention block 4d^2 + 5d = {attention_block:,}, "
       f"feed-forward block 2 d d_ff + d_ff + 3d = {ffn_block:,}")
 difference = seq2seq.num_parameters() - lm.num_parameters()
-print(f"difference {difference:,} = source embedding + encoder + {sizes['N']} cross-attention blocks = "
-      f"{parameters_by_part(seq2seq)['src_embed'] + parameters_by_part(seq2seq)['encoder'] + sizes['N'] * attention_block:,}")
+seq2seq_parts = parameters_by_part(seq2seq)
+print(f"difference {difference:,} = source embedding + encoder + {sizes['N']} cross-attention "
+      "blocks = "
+      f"{seq2seq_parts['src_embed'] + seq2seq_parts['encoder'] + sizes['N'] * attention_block:,}")
 
 # %% [markdown]
 # (The source embedding is $V \cdot d_\text{model} = 69 \cdot 64 = 4{,}416$.)
@@ -138,7 +142,8 @@ from minitrans.tools.gradcheck_report import tiny_model
 
 with minitrans.using(dtype="float64"):
     tiny_lm_with_loss, (tiny_inputs, tiny_targets) = tiny_model(decoder_only=True)
-    print("inputs", minitrans.to_numpy(tiny_inputs).tolist(), "targets", minitrans.to_numpy(tiny_targets).tolist())
+    print("inputs", minitrans.to_numpy(tiny_inputs).tolist(), "targets",
+          minitrans.to_numpy(tiny_targets).tolist())
     results = check_layer(tiny_lm_with_loss, tiny_inputs, tiny_targets)
 print(format_table(results))
 
@@ -158,11 +163,14 @@ print(format_table(results))
 
 # %%
 rng = np.random.default_rng(0)
-sentences = list(dict.fromkeys(toy_language.english(c) for c in toy_language.random_clauses(rng, 6000)))
-held_out, train = sentences[:500], sentences[500:]  # distinct sentences: none held out is trained on
+sentences = list(dict.fromkeys(toy_language.english(c)
+                                 for c in toy_language.random_clauses(rng, 6000)))
+# distinct sentences: none held out is trained on
+held_out, train = sentences[:500], sentences[500:]
 vocab = Vocab.build([s.split() for s in train])
 print(f"{len(train):,} training and {len(held_out)} held-out sentences, vocabulary {len(vocab)} "
-      f"(4 special tokens and {len(vocab) - 4} words), grammar of {toy_language.NUM_SENTENCES:,} sentences")
+      f"(4 special tokens and {len(vocab) - 4} words), grammar of {toy_language.NUM_SENTENCES:,} "
+      "sentences")
 for sentence in train[:4]:
     print("  ", sentence)
 
@@ -195,7 +203,8 @@ ids = encode(train[:2])
 inputs, targets = ids[:, :-1], ids[:, 1:]
 print(f"ids {ids.shape}, inputs {inputs.shape}, targets {targets.shape}")
 for t in range(inputs.shape[1]):
-    print(f"  t={t}: reads {vocab.tokens[inputs[0, t]]:<8} -> must predict {vocab.tokens[targets[0, t]]}")
+    print(f"  t={t}: reads {vocab.tokens[inputs[0, t]]:<8} -> must predict "
+          f"{vocab.tokens[targets[0, t]]}")
 
 batch = make_lm_batch([vocab.encode(text.split()) for text in train[:2]])
 tgt_in, tgt_out = minitrans.to_numpy(batch.tgt_in), minitrans.to_numpy(batch.tgt_out)
@@ -213,16 +222,19 @@ print("make_lm_batch: same targets:", bool((tgt_out == targets).all()),
 # the best possible one. 300 steps:
 
 # %%
-lm = minitrans.DecoderOnlyLM(minitrans.ModelConfig(**{**sizes, "vocab_size": len(vocab)}, decoder_only=True), rng=0)
+lm = minitrans.DecoderOnlyLM(minitrans.ModelConfig(**{**sizes, "vocab_size": len(vocab)},
+                                                   decoder_only=True), rng=0)
 optimizer = Adam(lm, betas=(0.9, 0.98), eps=1e-9)
-loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=lm.config.pad_id)  # smoothing 0: plain cross-entropy
+# smoothing 0: plain cross-entropy
+loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=lm.config.pad_id)
 held_out_ids = minitrans.to_device(encode(held_out))
 batch_rng = np.random.default_rng(1)
 train_losses, held_out_curve = [], {"step": [], "loss": []}
 
 start = time.perf_counter()
 for step in range(1, 301):
-    ids = minitrans.to_device(encode([train[i] for i in batch_rng.integers(0, len(train), size=64)]))
+    ids = minitrans.to_device(encode([train[i]
+                                      for i in batch_rng.integers(0, len(train), size=64)]))
     lm.zero_grad()
     loss = float(loss_fn.forward(lm.forward(ids[:, :-1]), ids[:, 1:]))
     train_losses.append(loss)
@@ -231,11 +243,13 @@ for step in range(1, 301):
     optimizer.step(transformer_lr(step, lm.config.d_model, warmup=100))
     if step % 25 == 0:
         lm.eval()  # (no dropout here anyway)
-        held_out_loss = float(loss_fn.forward(lm.forward(held_out_ids[:, :-1]), held_out_ids[:, 1:]))
+        held_out_loss = float(loss_fn.forward(lm.forward(held_out_ids[:, :-1]),
+                                              held_out_ids[:, 1:]))
         lm.train()
         held_out_curve["step"].append(step)
         held_out_curve["loss"].append(held_out_loss)
-print(f"300 steps in {time.perf_counter() - start:.1f} s; held-out loss {held_out_curve['loss'][-1]:.3f} nats per token")
+print(f"300 steps in {time.perf_counter() - start:.1f} s; held-out loss "
+      f"{held_out_curve['loss'][-1]:.3f} nats per token")
 
 # %% [markdown]
 # How good is that? The grammar picks each of its $S = 5{,}184{,}000$
@@ -247,12 +261,14 @@ print(f"300 steps in {time.perf_counter() - start:.1f} s; held-out loss {held_ou
 # %%
 held_out_tokens = sum(len(s.split()) + 1 for s in held_out)
 floor = len(held_out) * np.log(toy_language.NUM_SENTENCES) / held_out_tokens
-print(f"log S = {np.log(toy_language.NUM_SENTENCES):.2f} nats per sentence; floor {floor:.3f} nats per token; "
-      f"uniform guess log V = {np.log(len(vocab)):.3f}")
+print(f"log S = {np.log(toy_language.NUM_SENTENCES):.2f} nats per sentence; floor {floor:.3f} nats "
+      f"per token; uniform guess log V = {np.log(len(vocab)):.3f}")
 
 fig, ax = plt.subplots(figsize=(6, 4))
-ax.plot(range(1, len(train_losses) + 1), train_losses, linewidth=1, label="training batch (64 sentences)")
-ax.plot(held_out_curve["step"], held_out_curve["loss"], "o-", markersize=3, label="500 held-out sentences")
+ax.plot(range(1, len(train_losses) + 1), train_losses, linewidth=1,
+        label="training batch (64 sentences)")
+ax.plot(held_out_curve["step"], held_out_curve["loss"], "o-", markersize=3,
+        label="500 held-out sentences")
 ax.axhline(floor, color="gray", linestyle=":", label="floor: the grammar's own entropy")
 ax.set_title("Decoder-only LM on toy English: loss")
 ax.set_xlabel("training step")
@@ -380,7 +396,8 @@ def grammatical(sentence):
 
 
 print("every training sentence passes:", all(grammatical(s) for s in train))
-for bad in ["the dog see a cat", "a dogs sees the cat", "the dogs does not see a cat", "the dog sees"]:
+for bad in ["the dog see a cat", "a dogs sees the cat", "the dogs does not see a cat",
+            "the dog sees"]:
     print(f"  {bad!r}: {grammatical(bad)}")
 
 # %% [markdown]
@@ -405,8 +422,8 @@ for name, options in settings:
     share = np.mean([grammatical(t) for t in texts])
     words = len({w for t in texts for w in t.split()} & set(vocab.tokens[4:]))  # English words only
     seen = sum(t in train_set for t in texts)
-    print(f"{name:<25} grammatical {share:6.1%}  distinct sentences {len(set(texts)):3d}  words used {words:2d}  "
-          f"in training set {seen}")
+    print(f"{name:<25} grammatical {share:6.1%}  distinct sentences {len(set(texts)):3d}  words "
+          f"used {words:2d}  in training set {seen}")
     print(f"{'':<25} e.g. {texts[0]!r}, {texts[1]!r}")
 
 # %% [markdown]
@@ -443,7 +460,8 @@ maps = lm.attention_maps()
 print(list(maps))
 weights = minitrans.to_numpy(maps["decoder.layers.1.self_attn.attention"])[0]  # (h, T, T)
 future = np.triu(np.ones(weights.shape[1:], dtype=bool), k=1)  # (T, T): True above the diagonal
-print("weights", weights.shape, "(h, T, T) | largest weight above the diagonal:", weights[:, future].max())
+print("weights", weights.shape, "(h, T, T) | largest weight above the diagonal:",
+      weights[:, future].max())
 
 tokens = ["<bos>"] + sentence.split()
 fig, ax = plt.subplots(figsize=(6, 5))
@@ -491,7 +509,8 @@ from minitrans.tools.exercises_language_models import check_next_token_targets, 
 def my_targets(sequences, bos_id, eos_id, pad_id):
     # your code here
     width = max(len(ids) for ids in sequences) + 1
-    return np.zeros((len(sequences), width), dtype=int), np.zeros((len(sequences), width), dtype=int)
+    return (np.zeros((len(sequences), width), dtype=int),
+            np.zeros((len(sequences), width), dtype=int))
 
 
 def my_top_k(probs, k):

@@ -210,7 +210,8 @@ print(f"W_E entries:              std {table.std():.4f}  (1/sqrt(d_model) = {d_m
 print(f"embedding * sqrt(d_model): std {tokens.std():.4f}, mean norm of a token "
       f"{np.linalg.norm(tokens, axis=1).mean():.2f}  (sqrt(d_model) = {math.sqrt(d_model):.2f})")
 print(f"positional encoding:       rms {np.sqrt((pe**2).mean()):.4f}, norm of a row "
-      f"{np.linalg.norm(pe, axis=1).mean():.2f}  (sqrt(d_model / 2) = {math.sqrt(d_model / 2):.2f})")
+      f"{np.linalg.norm(pe, axis=1).mean():.2f}  "
+      f"(sqrt(d_model / 2) = {math.sqrt(d_model / 2):.2f})")
 print(f"without the sqrt(d_model) scale a token's norm would be "
       f"{np.linalg.norm(table, axis=1).mean():.2f}: the position would drown the word")
 
@@ -346,8 +347,8 @@ plt.show()
 print("dropout   train loss   held-out loss: lowest (step)   at the end   held-out token accuracy")
 for p, curve in curves.items():
     best = curve[:, 2].argmin()
-    print(f"  {p:.1f}      {curve[-1, 1]:6.3f}          {curve[best, 2]:6.3f} ({int(curve[best, 0]):4d})"
-          f"          {curve[-1, 2]:6.3f}        {curve[-1, 3]:.1%}")
+    print(f"  {p:.1f}      {curve[-1, 1]:6.3f}          {curve[best, 2]:6.3f} "
+          f"({int(curve[best, 0]):4d})          {curve[-1, 2]:6.3f}        {curve[-1, 3]:.1%}")
 
 # %% [markdown]
 # Without dropout (blue) the two curves part: the training loss keeps
@@ -412,7 +413,8 @@ def gelu_tanh_derivative(x):
 
 
 x = np.linspace(-4, 4, 801)
-gelu_exact_derivative = 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-x**2 / 2) / math.sqrt(2 * math.pi)
+gelu_exact_derivative = (0.5 * (1 + erf(x / math.sqrt(2)))
+                         + x * np.exp(-x**2 / 2) / math.sqrt(2 * math.pi))
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 axes[0].plot(x, np.maximum(x, 0), label="ReLU")
 axes[0].plot(x, gelu_exact(x), label=r"GELU, $x\Phi(x)$")
@@ -473,8 +475,8 @@ with minitrans.using(dtype="float64"):
           f"{np.abs(minitrans.to_numpy(gelu(minitrans.from_host(a))) - gelu_tanh(a)).max():.1e}")
 
 for activation in ("relu", "gelu"):
-    small = minitrans.Transformer(minitrans.ModelConfig(vocab_size=20, d_model=16, h=2, N=1, d_ff=32,
-                                                        activation=activation), rng=0)
+    small = minitrans.Transformer(minitrans.ModelConfig(vocab_size=20, d_model=16, h=2, N=1,
+                                                        d_ff=32, activation=activation), rng=0)
     print(f"activation={small.config.activation!r}: {small.num_parameters()} parameters")
 
 # %% [markdown]

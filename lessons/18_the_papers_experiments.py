@@ -39,7 +39,8 @@ ROOT = pathlib.Path.cwd().resolve().parent  # the lessons run in lessons/
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import ablations  # noqa: E402  benchmarks/ablations.py: the script whose results we read
 
-stored = json.loads((ROOT / "benchmarks" / "results" / "ablations.json").read_text(encoding="utf-8"))
+results_file = ROOT / "benchmarks" / "results" / "ablations.json"
+stored = json.loads(results_file.read_text(encoding="utf-8"))
 rows = {row["id"]: row for row in stored["rows"]}
 print(stored["machine"])
 
@@ -129,7 +130,8 @@ toy = {
                 f"{setup['training']['lr_factor']} x the paper's rate",
     "hardware": "one CPU core (one worker thread)",
     "decoding": "greedy, no checkpoint averaging",
-    "measured on": f"the first {setup['eval_pairs']} held-out pairs, {setup['seeds']} seeds per row",
+    "measured on": f"the first {setup['eval_pairs']} held-out pairs, "
+                   f"{setup['seeds']} seeds per row",
 }
 for key, value in toy.items():
     print(f"{key:12} {value}")
@@ -323,7 +325,8 @@ def train_live(changes, seed=0, keep_every=10, keep_last=5):
     for _ in range(setup["training"]["steps"]):
         trainer.train_step()
         if trainer.step % keep_every == 0:
-            snapshots.append({name: np.array(value) for name, value, _ in trainer.model.named_parameters()})
+            parameters = trainer.model.named_parameters()
+            snapshots.append({name: np.array(value) for name, value, _ in parameters})
     return trainer, snapshots[-keep_last:]
 
 
@@ -332,8 +335,10 @@ live = {}
 start = time.perf_counter()
 for row_id in ("C2", "F2"):
     trainer, snapshots = train_live(rows[row_id]["changes"])
-    live[row_id] = (trainer, snapshots, ablations.measure(trainer.model, trainer.task, setup["eval_pairs"]))
-print(f"2 runs of {setup['training']['steps']} steps and their measures: {time.perf_counter() - start:.1f} s\n")
+    measures = ablations.measure(trainer.model, trainer.task, setup["eval_pairs"])
+    live[row_id] = (trainer, snapshots, measures)
+print(f"2 runs of {setup['training']['steps']} steps and their measures: "
+      f"{time.perf_counter() - start:.1f} s\n")
 for row_id, (trainer, _, measures) in live.items():
     stored_run = rows[row_id]["runs"][0]  # seed 0
     print(f"{row_id} {rows[row_id]['changes']}: live PPL {measures['ppl']:.4f}, exact match "
@@ -383,7 +388,8 @@ trainer, snapshots, last = live["F2"]
 for name, value, _ in trainer.model.named_parameters():
     value[...] = np.mean([snapshot[name] for snapshot in snapshots], axis=0)  # in place
 averaged = ablations.measure(trainer.model, trainer.task, setup["eval_pairs"])
-for label, measures in (("last checkpoint (step 100)", last), ("average of steps 60-100", averaged)):
+for label, measures in (("last checkpoint (step 100)", last),
+                        ("average of steps 60-100", averaged)):
     print(f"{label:27}: PPL {measures['ppl']:.4f}, BLEU {measures['bleu']:.1f}, "
           f"exact match {measures['exact_match']:.1%}")
 

@@ -153,7 +153,8 @@ pairs = {                                   # ours, PyTorch's in our layout
 }
 for name, (a, t) in pairs.items():
     print(f"{name:5s} relative error {relative_error(a, t.detach().numpy()):.1e}")
-print(f"PyTorch's gradient of the key bias it has and we do not: max |db_K| = {db_in[K].abs().max():.1e}")
+print("PyTorch's gradient of the key bias it has and we do not: max |db_K| = "
+      f"{db_in[K].abs().max():.1e}")
 
 # %% [markdown]
 # Output, input gradient and all seven parameter gradients agree to about
@@ -210,7 +211,8 @@ loss_fn = minitrans.LabelSmoothedCrossEntropy(0.1, pad_id=config.pad_id)
 loss = loss_fn.forward(logits, batch.tgt_out)
 loss_t = paper_loss(config, 0.1)(logits_t, torch.from_numpy(batch.tgt_out))
 
-print("logits", logits.shape, "relative error", f"{relative_error(logits, logits_t.detach().numpy()):.1e}")
+print("logits", logits.shape, "relative error",
+      f"{relative_error(logits, logits_t.detach().numpy()):.1e}")
 print(f"loss   minitrans {float(loss):.15f}\n       PyTorch   {loss_t.item():.15f}")
 
 # %% [markdown]
@@ -311,7 +313,8 @@ with minitrans.using(dtype="float32"):
     loss32_fn.forward(logits32, batch.tgt_out)
     model32.backward(loss32_fn.backward())
     paper_loss(config)(logits32_t, torch.from_numpy(batch.tgt_out)).backward()
-    errors32 = [relative_error(link.grad, link.torch_grad().numpy()) for link in parameter_links(model32, torch32)]
+    errors32 = [relative_error(link.grad, link.torch_grad().numpy())
+                for link in parameter_links(model32, torch32)]
 print(f"float32: logits {relative_error(logits32, logits32_t.detach().numpy()):.1e}, "
       f"worst gradient {max(errors32):.1e}")
 print(f"float64: logits {relative_error(logits, logits_t.detach().numpy()):.1e}, "
@@ -387,7 +390,8 @@ optimizer = minitrans.Adam(model, betas=(0.9, 0.98), eps=1e-9)
 torch_optimizer, scheduler = paper_optimizer(torch_model, warmup, factor)
 torch_loss_fn = paper_loss(config, 0.1)
 
-print(f"{'step':>4s} {'lr':>8s} {'lr torch':>8s} {'loss':>8s} {'loss torch':>10s} {'worst param error':>18s}")
+print(f"{'step':>4s} {'lr':>8s} {'lr torch':>8s} {'loss':>8s} {'loss torch':>10s} "
+      f"{'worst param error':>18s}")
 for step in range(1, 11):
     batch = task.make_batch(task.train[8 * step: 8 * step + 8])
     model.zero_grad()

@@ -55,7 +55,8 @@ minitrans.use("numpy", dtype="float64")  # float64 for the checks; timings switc
 # targets, and a small untrained model:
 
 # %%
-config = minitrans.ModelConfig(vocab_size=13, d_model=16, h=2, N=2, d_ff=32, dropout=0.0, max_len=12)
+config = minitrans.ModelConfig(vocab_size=13, d_model=16, h=2, N=2, d_ff=32, dropout=0.0,
+                               max_len=12)
 rng = np.random.default_rng(0)
 src, tgt_in, tgt_out = (rng.integers(4, 13, size=(5, length)) for length in (7, 6, 6))
 tgt_out[0, 2:] = 0
@@ -71,7 +72,8 @@ counts = [loss_fn.num_targets(tgt_out[rows]) for rows, _ in halves]
 for (_, label), count, loss in zip(halves, counts, shard_losses):
     print(f"{label}: {count} real targets, mean loss {loss:.6f}")
 print(f"whole batch:             {whole:.6f}")
-print(f"weighted by tokens:      {sum(c * l for c, l in zip(counts, shard_losses)) / sum(counts):.6f}")
+print("weighted by tokens:      "
+      f"{sum(c * l for c, l in zip(counts, shard_losses)) / sum(counts):.6f}")
 print(f"plain mean of the halves: {np.mean(shard_losses):.6f}  (wrong)")
 
 # %% [markdown]
@@ -129,7 +131,8 @@ def probe_loss():
 
 worst = 0.0
 for (name, param, _), (_, twin, _) in zip(model.named_parameters(), probe.named_parameters()):
-    sample = [np.unravel_index(flat, param.shape) for flat in rng.choice(param.size, size=3, replace=False)]
+    sample = [np.unravel_index(flat, param.shape)
+              for flat in rng.choice(param.size, size=3, replace=False)]
     numeric = numeric_gradient(probe_loss, twin, indices=sample)  # twin: the probe's copy of param
     for index in sample:
         worst = max(worst, relative_error([analytic[name][index]], [numeric[index]]))
@@ -153,7 +156,8 @@ theirs = {n: (param, grad) for n, param, grad in replica.named_parameters()}
 print(f"{name}: same parameter array: {ours[name][0] is theirs[name][0]}, "
       f"same gradient array: {ours[name][1] is theirs[name][1]}")
 
-dropouts = [(m.seed, r.seed) for m, r in zip(model.modules(), replica.modules()) if isinstance(m, Dropout)]
+dropouts = [(m.seed, r.seed) for m, r in zip(model.modules(), replica.modules())
+            if isinstance(m, Dropout)]
 print(f"{len(dropouts)} dropout layers; seeds of the first, model and replica: {dropouts[0]}")
 
 # %% [markdown]
@@ -193,9 +197,10 @@ for threads in (1, 2):
 # %% [markdown]
 # On a machine with two or more cores, the product is faster with two
 # threads (close to twice as fast when nothing else is running) and `exp`
-# does not change: NumPy's element-wise loops have no threads. In a training step a third to a half of the time
-# goes to such operations (`benchmarks/README.md` has the profile), and
-# while they run the second core has nothing to do.
+# does not change: NumPy's element-wise loops have no threads. In a training
+# step a third to a half of the time goes to such operations
+# (`benchmarks/README.md` has the profile), and while they run the second core
+# has nothing to do.
 #
 # Two workers, each with a half batch and one BLAS thread, keep both cores
 # busy for *all* of the step: NumPy lets go of Python's global interpreter
@@ -204,7 +209,8 @@ for threads in (1, 2):
 
 # %%
 minitrans.use("numpy", dtype="float32")
-sizes = minitrans.ModelConfig(vocab_size=1000, d_model=128, h=4, N=2, d_ff=512, dropout=0.1, max_len=40)
+sizes = minitrans.ModelConfig(vocab_size=1000, d_model=128, h=4, N=2, d_ff=512, dropout=0.1,
+                              max_len=40)
 batch = [np.random.default_rng(3).integers(4, 1000, size=(64, 32)) for _ in range(3)]
 step_times = {}
 for workers in (1, 2):
@@ -217,7 +223,8 @@ for workers in (1, 2):
 
     one_step()  # the first step allocates
     step_times[workers] = best_of(one_step)
-    print(f"{workers} worker(s): forward and backward of 64 x 32 tokens in {step_times[workers] * 1e3:.0f} ms")
+    print(f"{workers} worker(s): forward and backward of 64 x 32 tokens in "
+          f"{step_times[workers] * 1e3:.0f} ms")
 print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one")
 
 # %% [markdown]

@@ -50,11 +50,13 @@ def execute(source):
 
     notebook = jupytext.read(source)
     notebook.metadata["jupytext"] = {"formats": "ipynb,py:percent"}
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
     # Talk to the kernel over local sockets (IPC), not TCP ports: no port can
     # be taken by another kernel starting at the same moment.
     with tempfile.TemporaryDirectory() as sockets:
-        manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(pathlib.Path(sockets) / "kernel"))
+        manager = KernelManager(kernel_name="python3", transport="ipc",
+                                ip=str(pathlib.Path(sockets) / "kernel"))
         client = nbclient.NotebookClient(notebook, km=manager, timeout=TIMEOUT,
                                          resources={"metadata": {"path": str(LESSONS)}})
         client.execute()
@@ -82,8 +84,8 @@ def site_index(readme, lessons):
     the notebooks, which MyST turns into links between pages), followed by one
     hidden table of contents per part of the course (the main path, the
     appendix) and one for the reference pages (the glossary), which gives the
-    sidebar every page in order under its heading. A lesson that the README does not list is an error: it would be
-    missing from the sidebar."""
+    sidebar every page in order under its heading. A lesson that the README
+    does not list is an error: it would be missing from the sidebar."""
     parts = course_parts(readme)
     listed = [stem for _, stems in parts for stem in stems]
     unlisted = sorted({lesson.stem for lesson in lessons} - set(listed))

@@ -35,13 +35,16 @@ def test_every_checker_has_a_solution():
     assert sorted(FUNCTIONS) == sorted(CHECKERS)
 
 
-@pytest.mark.parametrize("seed", [None, 0, 1, 2])
 @pytest.mark.parametrize("name", sorted(CHECKERS))
-def test_the_solution_passes(name, seed, capsys):
-    result = CHECKERS[name](FUNCTIONS[name], seed=seed)
+def test_the_solution_passes(name, capsys):
+    """On a fresh seed, printing its verdict, and quietly on seeds 0 to 20."""
+    result = CHECKERS[name](FUNCTIONS[name])
     assert result.passed and result.rel_error < 1e-4 and result.case == "", result.message
     out = capsys.readouterr().out
     assert out.startswith(f"{result.name}: correct on all") and f"(seed {result.seed})" in out
+    for seed in range(21):
+        result = CHECKERS[name](FUNCTIONS[name], quiet=True, seed=seed)
+        assert result.passed and result.rel_error < 1e-4, (seed, result.message)
 
 
 def _scaled(function, factor):

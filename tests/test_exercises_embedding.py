@@ -24,13 +24,6 @@ SOLUTION = load_module(
 )
 
 
-@pytest.mark.parametrize("name", sorted(ex.CHECKERS))
-def test_the_solution_passes_for_many_seeds(name):
-    for seed in range(21):
-        result = ex.CHECKERS[name](getattr(SOLUTION, name), quiet=True, seed=seed)
-        assert result.passed, result.message
-
-
 def test_the_tie_rule_is_minitrans_bpe_rule():
     """The reference's best pair is the first merge minitrans's learn_merges
     picks, on random corpora full of ties."""

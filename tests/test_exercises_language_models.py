@@ -3,11 +3,8 @@ solution on many seeds and fails a learner's typical slips in the case that
 is there to catch them. The checkers are new (issue 16): before them lesson
 16 had no exercise."""
 
-import pathlib
-
 import numpy as np
 import pytest
-from helpers import load_module
 
 from minitrans.core import backend
 from minitrans.data.batches import make_lm_batch
@@ -16,21 +13,12 @@ from minitrans.ops.softmax import softmax
 from minitrans.tools import exercises_language_models as lm
 from minitrans.tools.exercises import CHECKERS
 
-SOLUTIONS = pathlib.Path(__file__).resolve().parents[1] / "lessons" / "solutions"
-SOLVED = load_module(SOLUTIONS / "16_decoder_only_language_models.py", "solutions_16_test")
 NAMES = ["next_token_targets", "top_k_filter"]
 
 
 def test_the_checkers_are_registered():
     assert sorted(lm.CHECKERS) == NAMES
     assert all(CHECKERS[name] is lm.CHECKERS[name] for name in NAMES)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_the_solution_passes_on_many_seeds(name):
-    for seed in range(21):
-        result = CHECKERS[name](getattr(SOLVED, name), quiet=True, seed=seed)
-        assert result.passed, (seed, result.message)
 
 
 # ---- slips a learner might make

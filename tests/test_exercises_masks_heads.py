@@ -23,17 +23,6 @@ for _stem in ("06_masks", "07_multi_head_attention", "08_cross_attention"):
     FUNCTIONS.update({n: getattr(_module, n) for n in ex.CHECKERS if hasattr(_module, n)})
 
 
-def test_every_checker_here_has_a_solution():
-    assert sorted(FUNCTIONS) == sorted(ex.CHECKERS)
-
-
-@pytest.mark.parametrize("name", sorted(ex.CHECKERS))
-def test_the_solution_passes_for_many_seeds(name):
-    for seed in range(21):
-        result = ex.CHECKERS[name](FUNCTIONS[name], quiet=True, seed=seed)
-        assert result.passed, result.message
-
-
 def test_the_references_agree_with_minitrans():
     """The references are written apart from minitrans; they follow its conventions."""
     rng = np.random.default_rng(0)

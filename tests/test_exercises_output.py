@@ -25,17 +25,6 @@ for _stem in ("10_feed_forward_and_output", "12_the_whole_model"):
     FUNCTIONS.update({n: getattr(_module, n) for n in ex.CHECKERS if hasattr(_module, n)})
 
 
-def test_every_checker_here_has_a_solution():
-    assert sorted(FUNCTIONS) == sorted(ex.CHECKERS)
-
-
-@pytest.mark.parametrize("name", sorted(ex.CHECKERS))
-def test_the_solution_passes_for_many_seeds(name):
-    for seed in range(21):
-        result = ex.CHECKERS[name](FUNCTIONS[name], quiet=True, seed=seed)
-        assert result.passed, result.message
-
-
 def _ffn_forward(x, W1, b1, W2, b2):
     return np.maximum(x @ W1 + b1, 0) @ W2 + b2
 

@@ -6,11 +6,9 @@ These checkers are new with issue 16: before it there was no exercise on
 dropout, GELU or initialisation, and these tests failed on the missing module."""
 
 import math
-import pathlib
 
 import numpy as np
 import pytest
-from helpers import load_module
 
 from minitrans.core import backend
 from minitrans.layers.dropout import Dropout
@@ -18,25 +16,11 @@ from minitrans.layers.init import xavier_uniform
 from minitrans.tools import exercises_regularisation as reg
 from minitrans.tools.exercises import CHECKERS
 
-SOLUTION = load_module(
-    pathlib.Path(__file__).resolve().parents[1]
-    / "lessons"
-    / "solutions"
-    / "17_dropout_initialisation_and_gelu.py",
-    "solutions_17",
-)
 NAMES = sorted(reg.CHECKERS)
 
 
 def test_the_checkers_are_registered():
     assert all(CHECKERS[name] is reg.CHECKERS[name] for name in NAMES)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_the_solution_passes_for_many_seeds(name):
-    for seed in range(21):
-        result = reg.CHECKERS[name](getattr(SOLUTION, name), quiet=True, seed=seed)
-        assert result.passed, result.message
 
 
 # ---- wrong answers a learner might write, each with the case that must catch it

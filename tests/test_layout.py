@@ -192,12 +192,14 @@ def test_the_host_module_list_names_real_modules():
     assert HOST_MODULES <= {_relative(p) for p in _modules()}
 
 
-@pytest.mark.parametrize("folder", ["minitrans", "tests", "benchmarks", "examples"])
+@pytest.mark.parametrize("folder", ["minitrans", "tests", "benchmarks", "examples", "lessons"])
 def test_every_line_is_at_most_100_characters(folder):
+    # A Markdown table row in a lesson ("# | ... |") cannot be wrapped onto a second line
+    # without breaking the table, so it is the one kind of line allowed to be longer.
     long_lines = [f"{path.relative_to(ROOT)}:{number}"
                   for path in sorted((ROOT / folder).rglob("*.py"))
                   for number, line in enumerate(path.read_text().splitlines(), start=1)
-                  if len(line) > MAX_LINE_LENGTH]
+                  if len(line) > MAX_LINE_LENGTH and not line.startswith("# |")]
     assert not long_lines, f"lines longer than {MAX_LINE_LENGTH} characters: {long_lines}"
 
 

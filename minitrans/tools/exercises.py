@@ -31,6 +31,7 @@ from minitrans.tools import (
     exercises_decoding,
     exercises_embedding,
     exercises_experiments,
+    exercises_gpt,
     exercises_language_models,
     exercises_masks_heads,
     exercises_output,
@@ -126,4 +127,5 @@ CHECKERS = {
     **exercises_recurrent.CHECKERS,
     **exercises_regularisation.CHECKERS,
     **exercises_experiments.CHECKERS,
+    **exercises_gpt.CHECKERS,
 }
