@@ -3,7 +3,7 @@ per row on the toy translation task, and compare them on held-out pairs.
 
 Run from the repository root, after `pip install ".[train]"`:
 
-    python benchmarks/ablations.py                       # every row, 3 seeds: a few minutes
+    python benchmarks/ablations.py                       # every row, 3 seeds: about 2 minutes
     python benchmarks/ablations.py --rows A,E1 --seeds 1 # rows (A) and E1 (and base), seed 0
     python benchmarks/ablations.py --out /tmp/abl.json   # results elsewhere (and /tmp/abl.md)
 
@@ -209,21 +209,16 @@ def markdown_table(results):
         shown["pre_norm"] = {True: "pre", False: "post"}.get(shown.get("pre_norm"), "")
         mean, spread = row["mean"], row["spread"]
         label = row["id"] if row["id"] == "base" else f"({row['group']}) {row['id']}"
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    label,
-                    *(str(shown.get(key, "")) for key in COLUMNS),
-                    f"{mean['ppl']:.3f} ± {spread['ppl']:.3f}",
-                    f"{mean['bleu']:.1f} ± {spread['bleu']:.1f}",
-                    f"{mean['exact_match']:.1%} ± {spread['exact_match']:.1%}",
-                    f"{row['parameters']:,}",
-                    f"{mean['seconds']:.1f}",
-                ]
-            )
-            + " |"
-        )
+        cells = [
+            label,
+            *(str(shown.get(key, "")) for key in COLUMNS),
+            f"{mean['ppl']:.3f} ± {spread['ppl']:.3f}",
+            f"{mean['bleu']:.1f} ± {spread['bleu']:.1f}",
+            f"{mean['exact_match']:.1%} ± {spread['exact_match']:.1%}",
+            f"{row['parameters']:,}",
+            f"{mean['seconds']:.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
