@@ -70,3 +70,13 @@ def tiny_trainer(out_dir, task="copy", log=lambda message: None, **settings):
                   target_exact_match=1.1, out_dir=str(out_dir))
     config = TrainConfig(task=task, **{**values, **settings})
     return experiment.new_trainer(config, TINY_SIZES, progress=False, log=log)
+
+
+def assert_fails_in_case(checker, wrong, case):
+    """An exercise checker fails the wrong answer on seeds 0, 1 and 2, naming
+    ``case`` as the case that shows the mistake, with a hint."""
+    for seed in (0, 1, 2):
+        result = checker(wrong, quiet=True, seed=seed)
+        assert not result.passed and result.case.startswith(f"case '{case}' ("), result.message
+        assert result.message.startswith(f"not yet: {result.case}: "), result.message
+        assert "Hint: " in result.message
