@@ -20,6 +20,14 @@ def _rows(a):
     return a.reshape(-1, a.shape[-1]), a.shape
 
 
+def log_sum_exp(row):
+    """log sum_j exp(row_j) of one row of Python floats, shifted by the row's
+    maximum so that logits of 1000 do not overflow: the log of softmax's
+    denominator, with math.fsum."""
+    top = max(row)
+    return top + math.log(math.fsum(math.exp(v - top) for v in row))
+
+
 def softmax(z):
     """Softmax over the last axis, one row at a time: exp(z_j - max) / sum."""
     rows, shape = _rows(z)
