@@ -30,6 +30,8 @@ FIXED = {
     "seed": ("--seed", "train"),
     "warmup": ("--warmup", "train"),
 }
+# The model's own flags: a new run builds its ModelConfig from them.
+MODEL_FIELDS = tuple(field for field, (_, where) in FIXED.items() if where == "model")
 
 
 def saved_value(saved, where, field):

@@ -120,6 +120,7 @@ def add_parser(commands):
 
 
 def run(args):
+    from minitrans.tools import resume_flags
     from minitrans.training import evaluation, experiment, interrupt
 
     arguments.use_device(args)
@@ -147,11 +148,7 @@ def run(args):
             out_dir=out,
             **{k: getattr(args, k) for k in schedule},
         )
-        sizes = {
-            k: getattr(args, k)
-            for k in ("d_model", "h", "N", "d_ff", "dropout", "tie_embeddings", "pre_norm", "d_k",
-                      "positions", "activation")
-        }
+        sizes = {field: getattr(args, field) for field in resume_flags.MODEL_FIELDS}
         trainer = experiment.new_trainer(train_config, sizes, progress=progress)
     task, model = trainer.task, trainer.model
     print(
