@@ -38,6 +38,7 @@ from minitrans.layers import dropout, embedding, layernorm, loss  # noqa: E402, 
 from minitrans.model.config import ModelConfig  # noqa: E402
 from minitrans.model.transformer import Transformer  # noqa: E402
 from minitrans.ops import softmax, sums  # noqa: E402, F401
+from minitrans.ops.random_bits import stream_key  # noqa: E402
 from minitrans.training.optim import Adam, block  # noqa: E402
 from minitrans.training import updates  # noqa: E402, F401
 
@@ -110,7 +111,7 @@ def cases(name, c, rng):
         "smoothed_cross_entropy_backward": (f"({B}, {T}, {V})", loss_backward_args),
         "add_rows_at": (f"({V}, {D}) += {N} rows", lambda: [normal(V, D), tokens(N),
                                                             normal(N, D)]),
-        "dropout_keep_mask": (f"({B}, {T}, {D})", lambda: [backend.device_rng(0), (B, T, D), 0.1]),
+        "dropout_keep_mask": (f"({B}, {T}, {D})", lambda: [stream_key(0), (B, T, D), 0.1]),
     }[name]
     return [(label, make())]
 

@@ -66,7 +66,8 @@ def test_cupy_not_installed_says_so_and_how_to_install(monkeypatch):
     with pytest.raises(backend.BackendUnavailableError) as error:
         minitrans.use("cupy")
     message = str(error.value)
-    assert "not installed" in message and 'pip install "minitrans[gpu]"' in message
+    assert "not installed" in message
+    assert 'pip install "minitrans[gpu-cuda12]" or "minitrans[gpu-cuda13]"' in message
 
 
 def test_cupy_without_a_gpu_says_the_device_is_missing(monkeypatch):
@@ -136,14 +137,3 @@ def test_different_seeds_give_different_weights():
 def test_rng_argument_must_be_a_seed_or_generator():
     with pytest.raises(TypeError, match="rng"):
         Linear(3, 2, rng="seven")
-
-
-def test_random_uint16_is_uniform_over_all_16_bits_and_seeded(backend_name):
-    from minitrans.core.backend import device_rng, random_uint16
-
-    draws = minitrans.to_numpy(random_uint16(device_rng(7), (501, 3)))  # not a multiple of 4
-    assert draws.dtype == np.uint16 and draws.shape == (501, 3)
-    bits = (draws[..., None] >> np.arange(16)) & 1  # each bit should be 1 half the time
-    assert np.all(np.abs(bits.mean(axis=(0, 1)) - 0.5) < 0.05)
-    again = minitrans.to_numpy(random_uint16(device_rng(7), (501, 3)))
-    np.testing.assert_array_equal(draws, again)

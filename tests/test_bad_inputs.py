@@ -501,7 +501,7 @@ CATALOGUE = [
          "at most 65536", "1000000000", id="config-d-model-huge"),
     case(lambda f: experiment.new_trainer(TrainConfig(task="copy", out_dir=str(f.folder / "run")),
                                           {"d_model": 65536, "h": 1, "N": 1024}, progress=False),
-         ValueError, "d_model=65536", "N=1024", "training", "PB", "has", id="trainer-terabytes"),
+         ValueError, "d_model=65536", "N=1024", "training", "needs", "has", id="trainer-terabytes"),
     case(lambda f: read_tsv(f.write("nul.tsv", b"a\tb\nc\x00d\te\n")), DataError, "nul.tsv",
          "line 2", "NUL byte", id="tsv-nul-byte"),
     case(lambda f: read_tsv(f.write("utf16.tsv", "a b\tc d\n".encode("utf-16-le"))), DataError,

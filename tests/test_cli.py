@@ -70,7 +70,7 @@ def test_unavailable_backend_is_one_line_without_traceback(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "cupy", None)
     assert main(["gradcheck", "--backend", "cupy"]) == 1
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "minitrans[gpu]" in err
+    assert len(err.strip().splitlines()) == 1 and "minitrans[gpu-cuda12]" in err
 
 
 def test_the_command_hides_only_openblas_groundless_matmul_warning(monkeypatch):

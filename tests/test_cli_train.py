@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from minitrans.core import backend
+
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--no-progress"]
 
 
@@ -139,5 +141,6 @@ def test_user_errors_are_one_line(trained_copy, tmp_path):
     assert_one_line_error(
         run("evaluate", "--checkpoint", str(out / "checkpoint.npz"), "--data", str(bad)), "line 2"
     )
-    assert_one_line_error(run("train", "copy", "--device", "gpu", *TINY), "cupy")
+    if "cupy" not in backend.available_backends():  # where a GPU works, this trains
+        assert_one_line_error(run("train", "copy", "--device", "gpu", *TINY), "cupy")
     assert_one_line_error(run("train", "copy", "--lr-factor", "-1", *TINY), "lr_factor")

@@ -169,7 +169,7 @@ class ScriptedModel:
     A, B, C = 3, 4, 5
     TABLE = {(): {A: 0.6, B: 0.4}, (A,): {EOS: 0.35, C: 0.25, A: 0.2, B: 0.2},
              (B,): {C: 0.9, EOS: 0.1}, (B, C): {EOS: 0.9, A: 0.1}}
-    config = types.SimpleNamespace(max_len=10, vocab_size=6)
+    config = types.SimpleNamespace(max_len=10, vocab_size=6, source_vocab_size=6)
 
     def eval(self):
         return self

@@ -3,14 +3,22 @@
 import numpy as np
 import pytest
 
+import minitrans
 from minitrans.core import backend
 from minitrans.data import UNK_ID
 from minitrans.data.tasks import load_task
 from minitrans.training import evaluation, experiment
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+@pytest.fixture(autouse=True)
+def on_every_backend(backend_name):
+    """Every test here runs on each backend (conftest's ``backend_name``):
+    NumPy, the strict backend, which takes CuPy's paths (one worker, arrays
+    that refuse to mix with the host's), and CuPy where a GPU is present."""
+
+
+@pytest.fixture
+def tiny(tmp_path_factory, backend_name):
     """Untrained tiny models of the copy and addition tasks."""
     def build(task_name):
         config = experiment.train_config_for(
@@ -44,7 +52,7 @@ def test_language_model_metrics_score_the_answer_only(tiny):
     batch = trainer.task.make_batch(pairs)
     targets = evaluation.answer_targets(trainer.task, pairs, batch.tgt_out, 0)
     answers = sum(len(tgt) + 1 for _, tgt in pairs)  # the digits of the sum and <eos>
-    assert int((np.asarray(targets) != 0).sum()) == answers
+    assert int((minitrans.to_numpy(targets) != 0).sum()) == answers
     metrics = evaluation.teacher_forced_metrics(trainer.model, trainer.task, pairs)
     assert 0.0 <= metrics["token_accuracy"] <= 1.0 and np.isfinite(metrics["loss"])
 

@@ -8,7 +8,6 @@ import pytest
 
 import minitrans
 from minitrans.core import backend
-from minitrans.core.checks import NonFiniteError
 from minitrans.core.threads import usable_cores
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
@@ -19,6 +18,16 @@ from minitrans.training.parallel import DataParallel, replicate, shard_bounds
 from minitrans.training.trainer import TrainConfig
 
 VOCAB = 13
+
+
+@pytest.fixture(params=["numpy"])
+def backend_name(request):
+    """Worker threads are the CPU's path: CuPy, and the strict backend that
+    takes its paths, refuse more than one worker
+    (``test_workers_on_a_device_backend_are_refused``), so these tests run on
+    NumPy alone."""
+    with minitrans.using(request.param, dtype="float32"):
+        yield request.param
 
 
 def make_model(dropout=0.0, decoder_only=False):
@@ -196,9 +205,10 @@ def test_an_error_in_a_worker_reaches_the_caller(backend_name):
     src[-1, 0] = VOCAB + 5  # an id out of range, in the worker's half only
     with pytest.raises(ValueError, match="src"):
         parallel.forward_backward((minitrans.to_device(src), inputs[1]), targets)
-    model.src_embed.embedding.params["W_E"][...] = float("nan")
-    with pytest.raises(NonFiniteError):
-        parallel.forward_backward(inputs, targets)
+    tgt_out = minitrans.to_numpy(targets).copy()
+    tgt_out[-1, 0] = VOCAB + 5  # the loss, not the model, meets this one
+    with pytest.raises(ValueError, match="targets"):
+        parallel.forward_backward(inputs, minitrans.to_device(tgt_out))
 
 
 def test_blas_threads_are_restored(backend_name):
@@ -242,9 +252,18 @@ def test_bad_workers(backend_name, workers):
         TrainConfig(workers=workers)
 
 
-def test_workers_on_cupy_are_refused(backend_name, monkeypatch):
+@pytest.mark.parametrize("name", ["cupy", "strict"])
+def test_workers_on_a_device_backend_are_refused(backend_name, monkeypatch, name):
     model = make_model()
-    monkeypatch.setattr(backend, "backend_name", lambda: "cupy")
-    with pytest.raises(ValueError, match="workers: expected 1 on the cupy backend.*got 2"):
+    monkeypatch.setattr(backend, "backend_name", lambda: name)
+    with pytest.raises(ValueError, match=f"workers: expected 1 on the {name} backend.*got 2"):
         DataParallel(model, LabelSmoothedCrossEntropy(), workers=2)
     assert DataParallel(model, LabelSmoothedCrossEntropy()).workers == 1
+
+
+def test_on_the_strict_backend_one_worker_is_the_default_and_the_only_choice():
+    with minitrans.using("strict"):
+        model = make_model()
+        assert DataParallel(model, LabelSmoothedCrossEntropy()).workers == 1
+        with pytest.raises(ValueError, match="workers: expected 1 on the strict backend"):
+            DataParallel(model, LabelSmoothedCrossEntropy(), workers=2)

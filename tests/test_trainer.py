@@ -13,6 +13,13 @@ from minitrans.training import experiment
 from minitrans.training.trainer import TrainConfig, TrainingError
 
 
+@pytest.fixture(autouse=True)
+def on_every_backend(backend_name):
+    """Every test here runs on each backend (conftest's ``backend_name``):
+    NumPy, the strict backend, which takes CuPy's paths (one worker, arrays
+    that refuse to mix with the host's), and CuPy where a GPU is present."""
+
+
 def _trainer(tmp_path, task="copy", **settings):
     return tiny_trainer(tmp_path / "run", task, **settings)
 

@@ -7,7 +7,8 @@ the same code runs on the CPU and on a GPU.
 Three backends are available:
 
 ``"numpy"``   the default, arrays live in host memory.
-``"cupy"``    arrays live on a CUDA GPU (``pip install "minitrans[gpu]"``).
+``"cupy"``    arrays live on a CUDA GPU (``pip install "minitrans[gpu-cuda12]"`` or
+              ``"minitrans[gpu-cuda13]"``; ``minitrans doctor --device gpu`` says which).
 ``"strict"``  NumPy underneath, but its arrays refuse to mix with plain NumPy
               arrays, exactly as CuPy's do. The tests run on it so that a
               host/device leak (a mask built with ``numpy``) fails on a CPU.
@@ -28,7 +29,6 @@ every backend.
 """
 
 import contextlib
-import math
 import os
 
 import numpy as np
@@ -63,12 +63,16 @@ def _ensure_initialised():
 
 
 def _load_cupy():
+    # One CuPy package per CUDA major version, so the hint names both extras;
+    # `minitrans doctor --device gpu` works out which one, or why CUDA fails.
     try:
         import cupy
     except ImportError as error:
         raise BackendUnavailableError(
             "backend 'cupy' needs CuPy, which is not installed "
-            f"({error}); install it with: pip install \"minitrans[gpu]\""
+            f"({error}); install it with: pip install \"minitrans[gpu-cuda12]\" or "
+            "\"minitrans[gpu-cuda13]\", as the \"CUDA Version\" nvidia-smi prints is 12.x "
+            "or 13.x (minitrans doctor --device gpu says which)"
         ) from None
     try:
         device_count = cupy.cuda.runtime.getDeviceCount()
@@ -76,7 +80,7 @@ def _load_cupy():
         raise BackendUnavailableError(
             "backend 'cupy': CuPy is installed but no CUDA device was found "
             f"({error}); run on a machine with an NVIDIA GPU and driver, or "
-            "use the 'numpy' backend"
+            "use the 'numpy' backend (minitrans doctor --device gpu says why)"
         ) from None
     if device_count == 0:
         raise BackendUnavailableError(
@@ -164,6 +168,14 @@ def backend_name():
     """The name of the current backend: "numpy", "cupy" or "strict"."""
     _ensure_initialised()
     return _state["name"]
+
+
+def on_device():
+    """True where arrays live apart from the host: on CuPy, and on the strict
+    backend, which stands in for it in the tests. Code that chooses a path
+    for a GPU (one worker, no host-side decision per layer) asks this rather
+    than for "cupy", so that the tests run that path on a CPU too."""
+    return backend_name() in ("cupy", "strict")
 
 
 def available_backends():
@@ -257,24 +269,10 @@ def host_rng(seed_or_rng=None):
 def device_rng(seed):
     """A seeded generator that draws directly on the current backend.
 
-    Used where random numbers are needed at every step (dropout masks), so
+    Used where random numbers are drawn on the device (sampling's draws), so
     they need not cross from host to device. NumPy and the strict backend give
-    the same numbers for a seed; CuPy uses a different generator.
+    the same numbers for a seed; CuPy uses a different generator (XORWOW),
+    whose numbers also depend on the GPU. Dropout's masks come from
+    ``minitrans.ops.random_bits`` instead, the same on every backend.
     """
     return get_xp().random.default_rng(seed)
-
-
-def random_uint16(rng, shape):
-    """Uniform random integers in [0, 65536), uint16, of ``shape``, drawn by
-    ``rng`` (a ``device_rng``) on the current backend.
-
-    ``rng.integers(0, 2**16, dtype="uint16")`` says the same. On NumPy it
-    asks the bit generator once per number; here each raw 64-bit output of
-    the generator is cut into four numbers, twice as fast (0.6 ms against
-    1.25 ms for (2048, 256)). On CuPy ``integers`` draws them on the GPU.
-    """
-    if backend_name() == "cupy":
-        return rng.integers(0, 2**16, size=shape, dtype="uint16")
-    count = math.prod(shape)
-    raw = rng.bit_generator.random_raw(-(-count // 4))  # 64 random bits each, on the host
-    return to_device(raw.view(np.uint16)[:count].reshape(shape))

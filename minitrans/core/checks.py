@@ -77,18 +77,28 @@ _skipping = threading.local()  # per thread: DataParallel runs layers on several
 
 @contextlib.contextmanager
 def inputs_checked():
-    """For a layer that has checked its own inputs: the layers it calls
-    inside this block compute on arrays made from those inputs and from
-    finite weights, so their ``check_finite`` returns at once instead of
-    passing over the same numbers again (multi-head attention would check x
-    eight times). A NaN still cannot slip in unseen: it enters through an
-    input, which was checked, or through a weight, which the trainer checks."""
+    """For a layer or a model that has checked its own inputs: the layers it
+    calls inside this block compute on arrays made from those inputs and
+    from finite weights, so their ``check_finite`` and the range check of
+    ``check_token_ids`` return at once instead of passing over the same
+    numbers again (multi-head attention would check x eight times, a model
+    every layer). A NaN still cannot slip in unseen: it enters through an
+    input, which was checked, or through a weight, and then the loss is NaN,
+    which the trainer checks before every update.
+
+    Each of those checks reads a result back from the device, a wait on a
+    GPU (``minitrans.core.host_syncs``): checking once per model call rather
+    than once per layer keeps a training step to a handful of waits."""
     depth = getattr(_skipping, "depth", 0)
     _skipping.depth = depth + 1
     try:
         yield
     finally:
         _skipping.depth = depth
+
+
+def _inside_checked_call():
+    return getattr(_skipping, "depth", 0) > 0
 
 
 def check_finite(name, value):
@@ -99,7 +109,7 @@ def check_finite(name, value):
     layer. It costs one pass over the array and, on a GPU, a wait for the
     result (like the range check of token ids).
     """
-    if getattr(_skipping, "depth", 0) or is_finite(value):
+    if _inside_checked_call() or is_finite(value):
         return
     xp = backend.get_xp()
     nan, inf = int(xp.isnan(value).sum()), int(xp.isinf(value).sum())
@@ -122,7 +132,10 @@ def check_token_ids(name, ids, vocab_size=None, ndim=None, nonempty=False, max_l
     """Token ids: an integer array of the current backend.
 
     ``vocab_size``: every id in [0, vocab_size) (one pass over the ids and,
-    on a GPU, a wait for the result); ``ndim``: the exact rank, 2 for (B, T)
+    on a GPU, a wait for the result; skipped inside ``inputs_checked``, whose
+    caller checked the ids already). It matters more on a GPU than on the
+    CPU: NumPy refuses an index out of range, CuPy wraps it around and reads
+    another token's row. ``ndim``: the exact rank, 2 for (B, T)
     sequences; ``nonempty``: at least one sequence of at least one token;
     ``max_len``: at most that many tokens along the last axis.
     """
@@ -139,10 +152,10 @@ def check_token_ids(name, ids, vocab_size=None, ndim=None, nonempty=False, max_l
             f"{name}: expected sequences of at most max_len={max_len} tokens, "
             f"got shape {tuple(ids.shape)}"
         )
-    if vocab_size is None or ids.size == 0:
+    if vocab_size is None or ids.size == 0 or _inside_checked_call():
         return
-    low, high = int(ids.min()), int(ids.max())
-    if low < 0 or high >= vocab_size:
+    if bool(((ids < 0) | (ids >= vocab_size)).any()):  # one wait on a GPU; more only to explain
+        low, high = int(ids.min()), int(ids.max())
         raise ValueError(
             f"{name}: expected token ids in [0, {vocab_size}), got {low if low < 0 else high}"
         )

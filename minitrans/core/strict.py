@@ -1,18 +1,30 @@
 """A CPU test backend whose arrays behave like GPU arrays towards NumPy.
 
-CuPy arrays live in device memory, so CuPy refuses three things that NumPy
-code does without a second thought:
+CuPy arrays live in device memory, so CuPy refuses things that NumPy code
+does without a second thought:
 
 * converting a device array to a NumPy array implicitly (``np.asarray(x)``),
 * mixing a device array with a NumPy array in one operation (``x + mask``
   where ``mask`` was built with ``numpy``),
-* calling ``numpy`` functions on device arrays (``np.add.at(x, ...)``).
+* calling ``numpy`` functions on device arrays (``np.add.at(x, ...)``),
+* using a device array as an index or a size (``range(x)``: no
+  ``__index__``), and copying host data with anything but
+  ``asarray``/``array`` (``cupy.ascontiguousarray(host)`` raises),
+* NumPy's functions, generator methods and array attributes that CuPy does
+  not have (``errstate``, ``Generator.bit_generator``, ``setflags``: the
+  lists below, read from CuPy 14.2 against NumPy 2.4).
 
 Code that does any of these works on the ``numpy`` backend and breaks on a
-GPU. ``StrictArray`` wraps a NumPy array and raises ``TypeError`` in exactly
-these cases, so the whole test suite can catch such leaks on a CPU. The
-``namespace`` object plays the part of the ``cupy`` module: its functions
-take and return ``StrictArray``.
+GPU. ``StrictArray`` wraps a NumPy array and raises ``TypeError`` (or
+``AttributeError``, as CuPy does) in exactly these cases, so the whole test
+suite can catch such leaks on a CPU. The ``namespace`` object plays the part
+of the ``cupy`` module: its functions take and return ``StrictArray``.
+
+What CuPy allows but makes slow is counted instead: every conversion to a
+host value (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``get``,
+formatting) makes the CPU wait for the GPU to finish all the work queued
+before it. ``host_syncs.count_host_syncs()`` counts them, with the line of each, so
+that tests can hold a step of training or decoding to a budget.
 """
 
 import contextlib
@@ -21,8 +33,32 @@ import types
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-# Functions that copy host data to the "device", like ``cupy.asarray``.
-_HOST_TO_DEVICE = {"asarray", "array", "asanyarray", "ascontiguousarray"}
+from minitrans.core import host_syncs
+
+# Functions that copy host data to the "device", like ``cupy.asarray``
+# (``cupy.ascontiguousarray`` refuses a NumPy array).
+_HOST_TO_DEVICE = {"asarray", "array", "asanyarray"}
+
+# NumPy names that CuPy 14.2 does not have (compared on NumPy 2.4.6):
+# module functions, Generator methods and ndarray attributes.
+NOT_IN_CUPY = frozenset("""
+    asmatrix block bmat busday_count busday_offset datetime_as_string datetime_data einsum_path
+    errstate frompyfunc fromregex geomspace get_include getbufsize geterr geterrcall
+    histogram_bin_edges info insert is_busday isnat matvec nanpercentile nanquantile nested_iters
+    polyder polydiv polyint setbufsize seterr seterrcall show_runtime spacing test unstack vecdot
+    vecmat""".split())
+GENERATOR_NOT_IN_CUPY = frozenset("""
+    bit_generator bytes choice gumbel laplace logistic lognormal multinomial
+    multivariate_hypergeometric multivariate_normal negative_binomial noncentral_chisquare
+    noncentral_f normal pareto permutation permuted rayleigh shuffle spawn standard_cauchy
+    standard_t triangular vonmises wald weibull zipf""".split())
+NDARRAY_NOT_IN_CUPY = frozenset("ctypes getfield resize setfield setflags to_device".split())
+
+
+def _not_in_cupy(owner, name):
+    return AttributeError(
+        f"{owner} has no attribute {name!r} on CuPy, so the strict backend refuses it too"
+    )
 
 
 class StrictArray(NDArrayOperatorsMixin):
@@ -57,10 +93,51 @@ class StrictArray(NDArrayOperatorsMixin):
             f"use the backend's namespace (xp.{func.__name__})"
         )
 
-    # -- array behaviour ----------------------------------------------------
+    def __index__(self):
+        raise TypeError(
+            "a device array cannot be used as an index or a size (CuPy's arrays have no "
+            "__index__); use int(x), which waits for the device, or keep the number on the host"
+        )
+
+    # -- what CuPy allows, but makes the CPU wait for the GPU -----------------
     def get(self):
         """Copy to a host NumPy array (the CuPy spelling)."""
+        host_syncs.record("get")
         return self._data.copy()
+
+    def item(self):
+        host_syncs.record("item")
+        return self._data.item()
+
+    def tolist(self):
+        host_syncs.record("tolist")
+        return self._data.tolist()
+
+    def __float__(self):
+        host_syncs.record("float")
+        return float(self._data)
+
+    def __int__(self):
+        host_syncs.record("int")
+        return int(self._data)
+
+    def __bool__(self):
+        host_syncs.record("bool")
+        return bool(self._data)
+
+    def __format__(self, spec):
+        host_syncs.record("format")
+        return format(self._data if self._data.ndim else self._data.item(), spec)
+
+    def __str__(self):
+        host_syncs.record("str")
+        return str(self._data)
+
+    def __repr__(self):
+        host_syncs.record("repr")
+        return "strict_" + repr(self._data)
+
+    # -- array behaviour ----------------------------------------------------
 
     def __getitem__(self, key):
         return _wrap(self._data[_unwrap(key, "indexing")])
@@ -71,6 +148,8 @@ class StrictArray(NDArrayOperatorsMixin):
     def __getattr__(self, name):
         if name.startswith("__"):  # hides __array_interface__ and friends
             raise AttributeError(name)
+        if name in NDARRAY_NOT_IN_CUPY:
+            raise _not_in_cupy("cupy.ndarray", name)
         attribute = getattr(self._data, name)
         if callable(attribute):
             return _wrap_function(attribute, name)
@@ -81,21 +160,6 @@ class StrictArray(NDArrayOperatorsMixin):
 
     def __iter__(self):
         return (_wrap(row) for row in self._data)
-
-    def __float__(self):
-        return float(self._data)
-
-    def __int__(self):
-        return int(self._data)
-
-    def __index__(self):
-        return self._data.__index__()
-
-    def __bool__(self):
-        return bool(self._data)
-
-    def __repr__(self):
-        return "strict_" + repr(self._data)
 
     def __copy__(self):
         return StrictArray(self._data.copy())
@@ -183,6 +247,9 @@ class _Proxy:
     def __getattr__(self, name):
         if name in ("_target", "_label"):  # not set yet: a copy under construction
             raise AttributeError(name)
+        missing = {"strict": NOT_IN_CUPY, "Generator": GENERATOR_NOT_IN_CUPY}.get(self._label, ())
+        if name in missing:
+            raise _not_in_cupy("cupy" if self._label == "strict" else "cupy's Generator", name)
         attribute = getattr(self._target, name)
         if name == "ndarray":
             return StrictArray

@@ -71,6 +71,7 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
                          f"{model.config.vocab_size}, got {beam_size}")
     max_len = min(src.shape[1] + 50, model.config.max_len) if max_len is None else max_len
     _check_length("max_len", max_len, model)
+    _check_token_id("bos_id", bos_id, model)
     checks.check_number("length_penalty", length_penalty, low=0)
     model.eval()
     B, K = src.shape[0], beam_size
@@ -83,7 +84,8 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     history = xp.zeros((B, K, 0), dtype=src.dtype)
     tokens = xp.full((B * K,), bos_id, dtype=src.dtype)
     for _ in range(max_len):
-        step_log_probs = log_softmax(model.step(state, tokens)).reshape(B, K, -1)
+        with checks.inputs_checked():  # tokens the model chose: in range
+            step_log_probs = log_softmax(model.step(state, tokens)).reshape(B, K, -1)
         candidates = log_prob[:, :, None] + _continuations(step_log_probs, finished, pad_id)
         V = candidates.shape[-1]  # candidates (B, K, V): every beam times every token
         new_lengths = lengths + ~finished  # finished hypotheses do not grow
@@ -154,7 +156,7 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
     the new tokens (B, L <= max_new_tokens) as greedy; with return_logits
     also their logits (B, L, V).
     """
-    checks.check_token_ids("prompt", prompt, ndim=2, nonempty=True)
+    checks.check_token_ids("prompt", prompt, lm.config.vocab_size, ndim=2, nonempty=True)
     _check_length("max_new_tokens", max_new_tokens, lm, already_fed=prompt.shape[1] - 1)
     checks.check_choice("strategy", strategy, ("greedy", "sample"))
     choose = _argmax if strategy == "greedy" else sampler(temperature, top_k, top_p, rng)
@@ -162,8 +164,9 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
     seen, last = prompt[:, :-1], prompt[:, -1]  # the loop feeds the last prompt token
     if use_cache:
         state = lm.start(prompt.shape[0])
-        for t in range(seen.shape[1]):
-            lm.step(state, seen[:, t])
+        with checks.inputs_checked():  # the prompt's ids were checked above, once
+            for t in range(seen.shape[1]):
+                lm.step(state, seen[:, t])
         feed = functools.partial(lm.step, state)
     else:
         feed = _recomputing_feed(lm.prefix_logits, seen)
@@ -174,12 +177,18 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
 def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_logits=False):
     """The loop of greedy, sample and generate: feed(tokens (B,)) -> logits
     (B, V) of the next token; choose(logits with <pad> at -inf) -> (B,) ids.
-    Returns tokens (B, L) and the raw logits (B, L, V), or None."""
+    Returns tokens (B, L) and the raw logits (B, L, V), or None.
+
+    The caller has checked the source or prompt and the first tokens; every
+    later token is one the model chose, so the model need not check them
+    again (``checks.inputs_checked``), and a token costs one wait for the
+    GPU: whether every row has finished."""
     xp = backend.get_xp()
     tokens, finished = first_tokens, xp.zeros(first_tokens.shape, dtype=bool)
     outputs, all_logits = [], []
     for _ in range(max_steps):
-        logits = feed(tokens)
+        with checks.inputs_checked():
+            logits = feed(tokens)
         banned = xp.where(xp.arange(logits.shape[-1]) == pad_id, -xp.inf, logits)
         chosen = choose(banned).astype(tokens.dtype)
         outputs.append(xp.where(finished, pad_id, chosen))
@@ -194,8 +203,9 @@ def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_log
 
 def _start_encoder_decoder(model, src, max_len, bos_id, use_cache):
     """Check the input, switch to eval mode; return feed and the <bos> column."""
-    checks.check_token_ids("src", src, ndim=2, nonempty=True)
+    checks.check_token_ids("src", src, model.config.source_vocab_size, ndim=2, nonempty=True)
     _check_length("max_len", max_len, model)
+    _check_token_id("bos_id", bos_id, model)
     model.eval()
     first = backend.get_xp().full((src.shape[0],), bos_id, dtype=src.dtype)
     if use_cache:
@@ -228,6 +238,11 @@ def _continuations(step_log_probs, finished, pad_id):
     only_pad = xp.full(step_log_probs.shape[-1], -xp.inf, dtype=step_log_probs.dtype)
     only_pad[pad_id] = 0.0
     return xp.where(finished[:, :, None], only_pad, live)
+
+
+def _check_token_id(name, value, model):
+    """A token id given as a number (<bos>): in the model's vocabulary."""
+    checks.check_int(name, value, low=0, high=model.config.vocab_size - 1)
 
 
 def _check_length(name, value, model, already_fed=0):

@@ -2,6 +2,7 @@
 
 from minitrans.core import backend, checks, kernels
 from minitrans.layers.module import Module
+from minitrans.ops.random_bits import random_uint16, random_uniform, stream_key
 
 MASK_LEVELS = 2**16  # the values a 16-bit random integer can take
 
@@ -16,12 +17,15 @@ class Dropout(Module):
     Dividing by (1 - p) while training ("inverted" dropout) keeps the expected
     value of y equal to x, so nothing needs rescaling at evaluation time.
 
-    The mask is drawn on the current device from a generator seeded by
-    ``seed`` (or by a number drawn from ``rng``); ``reset_rng()`` starts the
-    sequence of masks again, which gradient checks use to get the same mask at
-    every forward, and ``reset_rng(step)`` gives each training step its own.
-    The mask is drawn by a kernel pair, ``dropout_keep_mask``: the fast one
-    draws other masks than the reference for the same seed (see below).
+    The mask is drawn on the current device from a counter-based stream
+    (``minitrans.ops.random_bits``) keyed by (``seed``, step, the number of
+    masks drawn since): ``seed`` is given or drawn from ``rng``,
+    ``reset_rng()`` starts the sequence of masks again, which gradient
+    checks use to get the same mask at every forward, and ``reset_rng(step)``
+    gives each training step its own. The masks are the same on NumPy, on the
+    strict backend and on CuPy, on any GPU. They are drawn by a kernel pair,
+    ``dropout_keep_mask``: the fast one draws other masks than the reference
+    for the same key (see below).
 
     Inputs:
         x: any shape
@@ -42,12 +46,10 @@ class Dropout(Module):
         The trainer calls ``reset_rng(step)`` before every step, so the masks
         of a step depend only on the seed and the step number. A run resumed
         from a checkpoint then draws exactly the masks the uninterrupted run
-        drew, with no generator state to save (CuPy's cannot be saved).
+        drew, with no generator state to save.
         """
-        self.rng = backend.device_rng(self.seed if step is None else [self.seed, int(step)])
-
-    def moved(self):
-        self.reset_rng()  # a generator that draws on the new device
+        self.stream = (self.seed, 0 if step is None else int(step) + 1)
+        self.draws = 0  # masks drawn from this stream so far
 
     def forward(self, x):
         checks.check_array("x", x)
@@ -72,32 +74,34 @@ class Dropout(Module):
         return result
 
     def _draw_keep_mask(self, shape):
-        """m ~ Bernoulli(1 - p), as a boolean array."""
-        return dropout_keep_mask(self.rng, shape, self.p)
+        """m ~ Bernoulli(1 - p), as a boolean array: the next mask of the stream."""
+        key = stream_key(*self.stream, self.draws)
+        self.draws += 1
+        return dropout_keep_mask(key, shape, self.p)
 
 
-def dropout_keep_mask_reference(rng, shape, p):
+def dropout_keep_mask_reference(key, shape, p):
     """m ~ Bernoulli(1 - p), boolean, of ``shape``: a uniform number in
-    [0, 1) for each element, kept where it is at least p. ``rng``: a
-    ``backend.device_rng``."""
-    return rng.random(shape) >= p
+    [0, 1) for each element, kept where it is at least p. ``key``: the
+    stream's key (``random_bits.stream_key``)."""
+    return random_uniform(key, shape) >= p
 
 
-def dropout_keep_mask_fast(rng, shape, p):
+def dropout_keep_mask_fast(key, shape, p):
     """The same distribution, from 16-bit random integers compared with
     p * 65536: up to rounding p to a multiple of 1/65536 (0.1 becomes
-    0.100006). A 16-bit integer costs a third as much to draw as a float
-    (0.6 ms against 1.7 ms for (2048, 256) on the CPU), and dropout draws a
+    0.100006). Each 64-bit hash gives four 16-bit integers where the
+    reference spends one hash and a float per element, and dropout draws a
     mask on every sub-layer of every step. Timed against the reference by
     ``python benchmarks/kernels.py``.
 
-    NOT the same masks as the reference for a seed: the two read the
-    generator's bits differently. Runs are reproducible within one kernel
+    NOT the same masks as the reference for a key: the two read the
+    stream's bits differently. Runs are reproducible within one kernel
     set; the losses of a seed differ between the sets by which elements
     dropout dropped.
     """
     threshold = min(round(p * MASK_LEVELS), MASK_LEVELS - 1)
-    return backend.random_uint16(rng, shape) >= threshold
+    return random_uint16(key, shape) >= threshold
 
 
 dropout_keep_mask = kernels.pair(dropout_keep_mask_reference, dropout_keep_mask_fast)

@@ -50,7 +50,9 @@ class DecoderOnlyLM(Module):
         c = self.config
         checks.check_token_ids("ids", ids, c.vocab_size, ndim=2, nonempty=True, max_len=c.max_len)
         mask = decoder_mask(ids, self.config.pad_id)  # (B, T, T)
-        return self.generator.forward(self.decoder.forward(self.embed.forward(ids), self_mask=mask))
+        with checks.inputs_checked():  # ids checked above: no layer checks again
+            y = self.decoder.forward(self.embed.forward(ids), self_mask=mask)
+            return self.generator.forward(y)
 
     def backward(self, dlogits):
         self.embed.backward(self.decoder.backward(self.generator.backward(dlogits)))
@@ -69,11 +71,14 @@ class DecoderOnlyLM(Module):
         return DecodingState(caches)
 
     def step(self, state, tokens):
-        """Logits (B, V) of the next token after feeding ``tokens`` (B,)."""
-        x = self.embed.forward(tokens[:, None], offset=state.position)
-        y = self.decoder.step(x, state.caches)
-        state.position += 1
-        return self.generator.forward(y)[:, -1]
+        """Logits (B, V) of the next token after feeding ``tokens`` (B,);
+        their range is checked as ``Transformer.step`` checks it."""
+        checks.check_token_ids("tokens", tokens, self.config.vocab_size, ndim=1)
+        with checks.inputs_checked():
+            x = self.embed.forward(tokens[:, None], offset=state.position)
+            y = self.decoder.step(x, state.caches)
+            state.position += 1
+            return self.generator.forward(y)[:, -1]
 
     def prefix_logits(self, prefix):
         """Logits (B, V) after ``prefix`` (B, t), recomputed from scratch."""

@@ -65,11 +65,12 @@ class Transformer(Module):
             raise ValueError(
                 f"tgt_in: expected batch size {src.shape[0]} (as src), got {tgt_in.shape[0]}"
             )
-        memory, src_mask = self.encode(src)
-        tgt_mask = decoder_mask(tgt_in, self.config.pad_id)  # (B, T_tgt, T_tgt)
-        x = self.tgt_embed.forward(tgt_in)
-        y = self.decoder.forward(x, memory, self_mask=tgt_mask, memory_mask=src_mask)
-        return self.generator.forward(y)
+        with checks.inputs_checked():  # ids checked above: no layer checks again
+            memory, src_mask = self.encode(src)
+            tgt_mask = decoder_mask(tgt_in, self.config.pad_id)  # (B, T_tgt, T_tgt)
+            x = self.tgt_embed.forward(tgt_in)
+            y = self.decoder.forward(x, memory, self_mask=tgt_mask, memory_mask=src_mask)
+            return self.generator.forward(y)
 
     def backward(self, dlogits):
         dy = self.generator.backward(dlogits)
@@ -88,10 +89,9 @@ class Transformer(Module):
     def start(self, src):
         """Encode ``src`` once and return the state that ``step`` extends."""
         self._check_ids("src", src, self.config.source_vocab_size)
-        memory, src_mask = self.encode(src)
-        memory_kvs = [
-            layer.cross_attn.keys_values(memory) for layer in self.decoder.layers
-        ]
+        with checks.inputs_checked():
+            memory, src_mask = self.encode(src)
+            memory_kvs = [layer.cross_attn.keys_values(memory) for layer in self.decoder.layers]
         caches = [self._new_cache(src.shape[0], memory.dtype) for _ in self.decoder.layers]
         return DecodingState(caches, memory_kvs, src_mask)
 
@@ -99,12 +99,16 @@ class Transformer(Module):
         """Logits (B, V) of the next token after feeding ``tokens`` (B,).
 
         Only the new position is embedded and projected; the earlier ones
-        come from the key/value caches in ``state``.
+        come from the key/value caches in ``state``. The tokens' range is
+        checked unless the caller did (the decoding loops, inside
+        ``checks.inputs_checked``: one wait for the GPU fewer per token).
         """
-        x = self.tgt_embed.forward(tokens[:, None], offset=state.position)  # (B, 1, d_model)
-        y = self.decoder.step(x, state.caches, state.memory_kvs, state.memory_mask)
-        state.position += 1
-        return self.generator.forward(y)[:, -1]
+        checks.check_token_ids("tokens", tokens, self.config.vocab_size, ndim=1)
+        with checks.inputs_checked():
+            x = self.tgt_embed.forward(tokens[:, None], offset=state.position)  # (B, 1, d_model)
+            y = self.decoder.step(x, state.caches, state.memory_kvs, state.memory_mask)
+            state.position += 1
+            return self.generator.forward(y)[:, -1]
 
     def prefix_logits(self, src, prefix):
         """Logits (B, V) after ``prefix`` (B, t), recomputing everything: the

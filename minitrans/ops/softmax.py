@@ -106,19 +106,30 @@ def softmax_in_place(z, mask=None):
 
     Rounding now depends on the other scores of the block, masked ones
     included, so a causal mask makes a position independent of later ones
-    up to rounding (1e-7 in float32), not bit for bit. Deciding reads one
-    number back from the device, a short wait on a GPU.
+    up to rounding (1e-7 in float32), not bit for bit.
+
+    Deciding reads one number back from the device, which on a GPU would
+    make the CPU wait for the scores at every attention call; and a GPU
+    takes the rows' maxima about as fast as the blocks'. So on a device
+    backend (``backend.on_device()``: CuPy, and the strict backend that
+    stands in for it) every row gets its own maximum, with no decision.
 
     Timed against the reference by ``python benchmarks/kernels.py``.
     """
     xp = backend.get_xp()
+    shared_shift = None if backend.on_device() else _block_max_if_safe(z)
+    if mask is not None:
+        xp.copyto(z, -xp.inf, where=~mask)  # exp(-inf) = 0: masked entries drop out
+    return _exp_normalised(z, _row_max(z, -1) if shared_shift is None else shared_shift)
+
+
+def _block_max_if_safe(z):
+    """The maximum of each (T_q, T_k) block of z when no block spreads wider
+    than SHARED_SHIFT_SPREAD, else None (every row needs its own)."""
     block_axes = (-2, -1) if z.ndim >= 2 else (-1,)
     top = z.max(axis=block_axes, keepdims=True)
     widest_spread = (top - z.min(axis=block_axes, keepdims=True)).max()
-    if mask is not None:
-        xp.copyto(z, -xp.inf, where=~mask)  # exp(-inf) = 0: masked entries drop out
-    shift = top if float(widest_spread) <= SHARED_SHIFT_SPREAD else _row_max(z, -1)
-    return _exp_normalised(z, shift)
+    return top if float(widest_spread) <= SHARED_SHIFT_SPREAD else None
 
 
 def attention_softmax_reference(scores, mask=None):

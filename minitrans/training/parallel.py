@@ -47,14 +47,15 @@ MAX_WORKERS = 64
 
 
 def default_workers():
-    """2 on the CPU backends, 1 on CuPy (a GPU is one device: threads
-    would only take turns queueing its work).
+    """2 on NumPy, 1 on CuPy (a GPU is one device: threads would only take
+    turns queueing its work on one CUDA stream) and on the strict backend,
+    which takes CuPy's paths.
 
     Not one per core: the shards, and so the dropout masks and the sums,
     depend on the number of workers, and a run should give the same numbers
     on every machine. Two is what the benchmarks measured (2 cores); on a
     bigger machine each worker gets more BLAS threads."""
-    return 1 if backend.backend_name() == "cupy" else 2
+    return 1 if backend.on_device() else 2
 
 
 class DataParallel:
@@ -86,10 +87,10 @@ class DataParallel:
             raise ValueError(f"workers: expected at most {MAX_WORKERS}, got {workers}")
         blas_threads = max(1, usable_cores() // workers) if blas_threads is None else blas_threads
         checks.check_positive_int("blas_threads", blas_threads)
-        if workers > 1 and backend.backend_name() == "cupy":
+        if workers > 1 and backend.on_device():
             raise ValueError(
-                f"workers: expected 1 on the cupy backend (threads cannot share a GPU's work), "
-                f"got {workers}"
+                f"workers: expected 1 on the {backend.backend_name()} backend (the threads would "
+                f"take turns queueing work on one CUDA stream), got {workers}"
             )
         self.model, self.loss_fn, self.workers = model, loss_fn, workers
         self.replicas = [model] + [replicate(model, index) for index in range(1, workers)]
@@ -183,8 +184,6 @@ def replicate(model, index):
         for array in (*module.params.values(), *module.buffers.values()):
             shared[id(array)] = array
         shared[id(module.cache)] = None  # a forward's cache is not copied
-        if isinstance(module, Dropout):
-            shared[id(module.rng)] = None  # made again below, from a seed of its own
     replica = copy.deepcopy(model, memo=shared)
     for module in replica.modules():
         if isinstance(module, Dropout):

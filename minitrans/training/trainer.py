@@ -132,9 +132,13 @@ class Trainer:
                                 f"the last good checkpoint is {self._last_good()}") from None
         norm = clip_grad_norm(self.model, self.config.clip_norm or None)
         if not (math.isfinite(loss) and math.isfinite(norm)):
+            # the model checks its ids, not every layer's input (a wait for the GPU
+            # each): a NaN weight shows here first, so look for it now
+            culprit = self._non_finite_parameter()
+            where = f": inside the model, parameter {culprit} holds NaN or infinity" * bool(culprit)
             raise TrainingError(
-                f"step {step}: the loss ({loss}) or the gradient norm ({norm}) is not finite; "
-                f"training stopped, the last good checkpoint is {self._last_good()}"
+                f"step {step}: the loss ({loss}) or the gradient norm ({norm}) is not finite"
+                f"{where}; training stopped, the last good checkpoint is {self._last_good()}"
             )
         diverged = divergence(self.history["loss"], loss)
         if diverged:  # stop before this step's update, and before any save
