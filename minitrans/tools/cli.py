@@ -6,6 +6,7 @@
     minitrans generate --checkpoint LM.npz "12+" [--temperature T --top-k K --top-p P]
     minitrans attention --checkpoint FILE "text" --out attention.png
     minitrans gradcheck [--backend numpy|strict|cupy]
+    minitrans doctor [--device cpu|gpu]                (this machine, for a bug report)
     minitrans --version
 
 Every error in what the user typed or pointed to is reported as one line on
@@ -19,7 +20,8 @@ import warnings
 
 import minitrans
 from minitrans.core import backend
-from minitrans.tools import arguments, explore_commands, model_commands, train_command
+from minitrans.tools import (arguments, doctor, explore_commands, model_commands,
+                             train_command)
 
 DESCRIPTION = """\
 The Transformer of "Attention Is All You Need" in NumPy, every gradient by hand:
@@ -66,6 +68,7 @@ def build_parser():
         default=0,
         help="seed of the inputs and weights (default 0)",
     )
+    doctor.add_parser(commands)
     return parser
 
 
@@ -92,6 +95,7 @@ COMMANDS = {
     "evaluate": model_commands.evaluate,
     "generate": explore_commands.generate,
     "attention": explore_commands.attention,
+    "doctor": doctor.run,
 }
 
 
