@@ -95,7 +95,13 @@ class MinitransRunner:
         self.model.zero_grad()
         loss = self.parallel.forward_backward((src, tgt_in), tgt_out)
         self.optimizer.step()
-        return float(loss)  # waits for the device
+        return float(loss)
+
+    def synchronize(self):
+        """Wait until the GPU has done all the work queued so far: CuPy
+        returns from a call before its kernels have run."""
+        if self.device == "gpu":
+            self.minitrans.get_xp().cuda.Device().synchronize()
 
     def profile(self, steps):
         """Seconds and FLOPs in matrix products per step: every array of the
@@ -148,6 +154,7 @@ class MinitransRunner:
 
         src = self.minitrans.to_device(decode_sources(self.model.config.vocab_size))
         self.model.eval()
+        self.synchronize()
         start = time.perf_counter()
         # eos_id=-1: no token ends a row, so every row is decoded to its full length
         tokens = greedy(self.model, src, DECODE_LENGTH, eos_id=-1, use_cache=cache)
@@ -159,6 +166,7 @@ class MinitransRunner:
 
         src = self.minitrans.to_device(decode_sources(self.model.config.vocab_size))
         self.model.eval()
+        self.synchronize()
         start = time.perf_counter()
         self.minitrans.to_numpy(
             beam_search(self.model, src, beam_size=4, max_len=DECODE_LENGTH, eos_id=-1)
@@ -166,6 +174,9 @@ class MinitransRunner:
         return {"seconds": time.perf_counter() - start}
 
     def memory(self):
+        """On a GPU, the bytes CuPy's memory pool holds: its peak, as the pool
+        keeps every block it was given (PyTorch's worker gives the peak its
+        caching allocator held, to compare)."""
         if self.device == "gpu":
             import cupy
 
@@ -175,12 +186,17 @@ class MinitransRunner:
 
 def train(runner, steps):
     """Time ``steps`` steps, and count the page faults (minor and major) and
-    the system time (all threads) that they took, from getrusage."""
+    the system time (all threads) that they took, from getrusage. On a GPU
+    a step's time runs from an idle device to the end of its last kernel
+    (``runner.synchronize``, where the runner has one)."""
+    synchronize = getattr(runner, "synchronize", lambda: None)
+    synchronize()
     before = resource.getrusage(resource.RUSAGE_SELF)
     times = []
     for _ in range(steps):
         start = time.perf_counter()
         runner.step()
+        synchronize()
         times.append(time.perf_counter() - start)
     after = resource.getrusage(resource.RUSAGE_SELF)
     faults = (after.ru_minflt - before.ru_minflt) + (after.ru_majflt - before.ru_majflt)

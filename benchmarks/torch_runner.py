@@ -18,6 +18,7 @@ class TorchRunner:
         from minitrans.model.transformer import Transformer
 
         torch.set_num_threads(threads)
+        torch.set_float32_matmul_precision("highest")  # no TF32 on a GPU, as in CuPy
         self.torch = torch
         self.device = torch.device("cuda" if device == "gpu" else "cpu")
         config = model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1)
@@ -42,7 +43,12 @@ class TorchRunner:
         loss = self.loss_fn(self.forward(src, tgt_in), tgt_out)
         loss.backward()
         self.optimizer.step()
-        return loss.item()  # waits for the device
+        return loss.item()
+
+    def synchronize(self):
+        """Wait until the GPU has done all the work queued so far."""
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
 
     def decode(self, cache):
         """Greedy decoding by recomputing the prefix: nn.Transformer has no
@@ -51,6 +57,7 @@ class TorchRunner:
         config = self.model.config
         src = torch.from_numpy(decode_sources(config.vocab_size)).to(self.device)
         self.model.eval()
+        self.synchronize()
         start = time.perf_counter()
         with torch.no_grad():
             prefix = torch.full((DECODE_BATCH, 1), 1, dtype=torch.long, device=self.device)  # <bos>
@@ -71,6 +78,10 @@ class TorchRunner:
         )
 
     def memory(self):
+        """On a GPU, the peak bytes PyTorch's caching allocator held (what
+        CuPy's pool holds, to compare), and the peak its tensors used."""
         if self.device.type == "cuda":
-            return {"device_bytes": self.torch.cuda.max_memory_allocated()}
+            cuda = self.torch.cuda
+            return {"device_bytes": cuda.max_memory_reserved(),
+                    "device_allocated_bytes": cuda.max_memory_allocated()}
         return {}

@@ -5,7 +5,7 @@
     python benchmarks/vs_pytorch.py --compile       # and torch.compile (about 30 s per config)
     python benchmarks/vs_pytorch.py --allocator jemalloc   # where installed; or tcmalloc
     python benchmarks/vs_pytorch.py --no-untuned    # without the glibc-default column
-    python benchmarks/vs_pytorch.py --device gpu    # CuPy against PyTorch CUDA
+    python benchmarks/vs_pytorch.py --device gpu    # CuPy against PyTorch CUDA, eager
     python benchmarks/vs_pytorch.py --workers 1     # minitrans without splitting its batches
     python benchmarks/vs_pytorch.py --quick         # a smoke run: checks the script, not the speed
 
@@ -18,6 +18,12 @@ and, for the untuned column, a second pair with glibc's malloc as it comes.
 The parent asks the workers for steps in turn, A B C D ..., so that a slow
 minute of the machine hits all alike, and reports the median step time of
 each and their ratios. See benchmarks/README.md for what every column means.
+
+With ``--device gpu`` both run on the GPU, float32 without TF32, every timed
+step ending with a synchronisation of the device; the CPU's tuning is left
+out there (the allocator setting and its untuned pair: CuPy and PyTorch pool
+the device's memory whatever malloc does; the pause; the matrix-product
+profile), and memory is the peak that each library's device allocator held.
 """
 
 import argparse
@@ -41,7 +47,7 @@ PROFILE_STEPS = 4  # of the pass that times the matrix products: more steps, a s
 # OpenBLAS's threads keep running for about 0.1 s after a matrix product,
 # waiting for the next one, and take CPU from whatever runs then: PyTorch's
 # turn, if it came straight after minitrans's. The parent waits this long
-# before every turn (benchmarks/README.md, "How it measures").
+# before every turn (benchmarks/README.md, "How it measures"); not on a GPU.
 PAUSE_SECONDS = 0.3
 # The workers of one config, in the order of their turns: (label, library,
 # allocator), where None stands for --allocator. The untuned pair runs unless
@@ -61,7 +67,8 @@ class Worker:
 
     def __init__(self, kind, config, args, allocator=None):
         self.pause, self.kind = args.pause, kind
-        env = {**worker_env(allocator or args.allocator), **thread_env(args.threads)}
+        env = {**worker_env(allocator or args.allocator), **thread_env(args.threads),
+               "CUPY_TF32": "0"}  # CuPy's float32 products in full precision, as PyTorch's
         command = [sys.executable, os.path.abspath(__file__), "--worker", kind,
                    "--config", config, "--threads", str(args.threads), "--device", args.device]
         if args.workers is not None:
@@ -189,6 +196,23 @@ def compare_decoding(args):
     return result
 
 
+def set_device_defaults(args):
+    """The defaults that depend on --device: on a GPU no pause between turns
+    and glibc's malloc as it comes (so no untuned pair), see the docstring."""
+    gpu = args.device == "gpu"
+    if args.pause is None:
+        args.pause = 0.0 if gpu else PAUSE_SECONDS
+    if args.allocator is None:
+        args.allocator = "default" if gpu else "tuned"
+
+
+def save_json(results, path):
+    """The raw measurements so far, where --json asks for them."""
+    if path:
+        with open(path, "w") as handle:
+            json.dump(results, handle, indent=1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -204,12 +228,14 @@ def main():
                         help="minitrans's worker threads (default: --threads on cpu, 1 on gpu), "
                              "each with --threads / --workers BLAS threads")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    parser.add_argument("--pause", type=float, default=PAUSE_SECONDS,
-                        help=f"seconds to wait before each turn (default {PAUSE_SECONDS})")
-    parser.add_argument("--allocator", choices=ALLOCATORS, default="tuned",
+    parser.add_argument("--pause", type=float, default=None,
+                        help=f"seconds to wait before each turn (default {PAUSE_SECONDS} on cpu, "
+                             "0 on gpu)")
+    parser.add_argument("--allocator", choices=ALLOCATORS, default=None,
                         help="the allocator of both libraries: tuned glibc malloc, so that freed "
                              "memory is not unmapped and page-faulted in again every step "
-                             "(default), jemalloc or tcmalloc (where installed), or default")
+                             "(default on cpu), jemalloc or tcmalloc (where installed), or "
+                             "default (default on gpu)")
     parser.add_argument("--no-untuned", dest="untuned", action="store_false",
                         help="skip the second pair of workers with glibc's default malloc")
     parser.add_argument("--compile", action="store_true",
@@ -223,6 +249,7 @@ def main():
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    set_device_defaults(args)
     if args.worker:
         from benchmark_worker import serve  # noqa: E402  (imports the libraries)
 
@@ -232,12 +259,8 @@ def main():
     unknown = [name for name in names if name not in CONFIGS]
     if unknown:
         parser.error(f"--configs: unknown {unknown}, expected some of {list(CONFIGS)}")
-    checked = (
-        ("--rounds", args.rounds, 1),
-        ("--threads", args.threads, 1),
-        ("--pause", args.pause, 0),
-        ("--workers", args.workers, 1),
-    )
+    checked = (("--rounds", args.rounds, 1), ("--threads", args.threads, 1),
+               ("--pause", args.pause, 0), ("--workers", args.workers, 1))
     for option, value, lowest in checked:
         if value is not None and not value >= lowest:
             parser.error(f"{option}: expected a number >= {lowest}, got {value}")
@@ -259,12 +282,11 @@ def main():
     for name in names:
         print(f"measuring {name} ...", file=sys.stderr, flush=True)
         results["configs"][name] = compare_training(name, args)
+        save_json(results, args.json)  # after each config: a run stopped later keeps it
     if not args.no_decoding and not args.quick:
         print("measuring decoding ...", file=sys.stderr, flush=True)
         results["decoding"] = compare_decoding(args)
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(results, handle, indent=1)
+        save_json(results, args.json)
     from benchmark_report import report  # noqa: E402
 
     print(report(results))
