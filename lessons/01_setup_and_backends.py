@@ -37,7 +37,9 @@ print("backend:", backend.backend_name(), "| default dtype:", minitrans.get_dtyp
 #
 # `minitrans.use("cupy")` switches every layer created afterwards to the GPU.
 # On a machine without CuPy or without a GPU, asking for it raises an error
-# that says which of the two is missing:
+# that says which of the two is missing (in a terminal, `minitrans doctor
+# --device gpu` says more: which CuPy to install for your driver, and whether
+# the GPU computes right):
 
 # %%
 try:

@@ -347,8 +347,9 @@ for i, name in enumerate("QKV"):
 # %% [markdown]
 # How much would it save? On a (2048, 256) batch of positions, the size of
 # a training step of a mid-sized model, the three products against the one
-# (timings depend on the machine; on two cores the one product is usually
-# somewhat faster, but the whole step has far larger costs):
+# (timings depend on the machine and vary from run to run; on two cores the
+# one product is usually a little faster, but the whole step has far larger
+# costs):
 
 # %%
 import timeit

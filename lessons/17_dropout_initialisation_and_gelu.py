@@ -352,25 +352,36 @@ for p, curve in curves.items():
 
 # %% [markdown]
 # Without dropout (blue) the two curves part: the training loss keeps
-# falling towards 0 while the held-out loss turns around and climbs, far
-# above its lowest value: the model learns the 500 sums by heart, and the
-# more confident it gets about them, the more wrong it is, and sure of it,
-# on the others. That is **overfitting**. With $p = 0.1$ the training loss
-# falls more slowly and the held-out loss follows it down, ending far below
-# the dropout-free run's. $p = 0.3$ regularises so hard that in 1,200 steps
-# the model learns slowly on both sets: the gap between the curves is
+# falling towards 0 while the held-out loss turns around at step 600 and
+# climbs, far above its lowest value: the model learns the 500 sums by
+# heart, and the more confident it gets about them, the more wrong it is,
+# and sure of it, on the others. That is **overfitting**. Its held-out token
+# accuracy at the end is even a little higher than with $p = 0.1$ (65.2%
+# against 62.2%): what the climbing loss measures is how sure the model is
+# of the answers it gets wrong. With $p = 0.1$ the training loss falls more
+# slowly and the held-out loss follows it down (to its lowest at step 1,050;
+# at the last measurement both losses are up a little), ending far below
+# the dropout-free run's. $p = 0.3$ regularises so hard that in 1,200
+# steps the model learns slowly on both sets: the gap between the curves is
 # smallest, but both are high. The paper found the same trade-off on
 # translation: Table 3, rows (D), where $P_{drop} = 0$ is worse than 0.1 and
 # 0.2 on the development set (lesson 18).
 #
-# This is one seed and one small task. Runs with seeds 1 to 3 (not shown,
-# to keep the lesson within its minute) told the same story: without
-# dropout the held-out loss turned around between steps 500 and 800 and
-# ended highest, $p = 0.1$ ended lowest and $p = 0.3$ in between. And the effect needs a
-# task with something to overfit: on 200 pairs of the toy translation,
-# whose sentences all come from a small grammar, the held-out loss of the
-# same small model fell close to 0 with or without dropout, and dropout only
-# slowed the first steps down.
+# This is one seed and one small task, and the seed matters. Runs with seeds
+# 1 to 3 (not shown, to keep the lesson within its minute) do not all tell
+# the same story. With seeds 1 and 2 the held-out loss without dropout
+# turned around at step 450 and ended highest, $p = 0.1$ ended lowest and
+# $p = 0.3$ in between. With seed 3 the model without dropout went on
+# learning much longer: its held-out loss fell to 0.59 at step 1,050 and,
+# although it had begun to climb, ended the lowest of the three (0.70,
+# against 1.02 with $p = 0.1$ and 1.31 with $p = 0.3$). Over the four seeds
+# $p = 0.1$ ended between 0.57 and 1.02, no dropout between 0.70 and 1.89:
+# dropout made the result steadier more than it made every run better. And
+# the effect needs a task with something to overfit: on 200 pairs of the
+# toy translation, whose sentences all come from a small grammar, the
+# held-out loss of the same small model fell close to 0 without dropout and
+# with $p = 0.1$, which only slowed the first steps down ($p = 0.3$ was
+# still far from it after 1,200 steps).
 #
 # ## 4. GELU
 #
@@ -549,8 +560,9 @@ check_xavier_init(my_xavier_init);
 #   so nothing changes at evaluation; the Transformer applies it after every
 #   sub-layer and on the embedding sums.
 # * On 500 training sums a model without dropout overfits: its held-out loss
-#   climbs while the training loss falls; $p = 0.1$ keeps the held-out loss
-#   falling, $p = 0.3$ slows learning down.
+#   climbs while the training loss falls; with $p = 0.1$ the held-out loss
+#   stays close to the training loss and ends far lower (with this seed and
+#   two of three others), $p = 0.3$ slows learning down.
 # * GELU, $x\Phi(x)$, is a smooth ReLU used by BERT and GPT-2; its tanh
 #   approximation is what `activation="gelu"` computes.
 #

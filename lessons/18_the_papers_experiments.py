@@ -272,21 +272,27 @@ for row in stored["rows"][1:]:
 # Read with the spreads in mind (the stored results; the verdicts above are
 # computed from them):
 #
-# * **(A) heads: carries over, in part.** One head is clearly worse than
-#   four (higher perplexity, 11 points less exact match), as the paper's
-#   single head is its worst row. Sixteen heads of width $d_k = 4$ are worse
-#   on average too, the paper's "too many heads", but within the seeds'
-#   spread; 2 and 8 heads cannot be told from 4.
-# * **(B) a smaller $d_k$ hurts: carries over** at $d_k = 4$, clearly;
-#   $d_k = 8$ is within the noise. As in the paper, the narrower $W_Q$ and
-#   $W_K$ also mean fewer parameters.
+# * **(A) heads: carries over, in part.** One head has a higher perplexity
+#   than four (by 0.027, beyond the seeds' spread), as the paper's single
+#   head is its worst row; its exact match, 3 points lower, is within the
+#   noise. Sixteen heads of width $d_k = 4$ are about as bad on average, the
+#   paper's "too many heads", but their seeds spread too widely to tell.
+#   Two heads are a little worse in perplexity too (by 0.006, just beyond
+#   the spread; the paper's 4 heads lose 0.3 BLEU against its 8); 8 heads
+#   cannot be told from 4.
+# * **(B) a smaller $d_k$ hurts: carries over**, at both widths. $d_k = 8$
+#   is worse on both measures, if by little (0.023 in perplexity, 3 points
+#   of exact match); $d_k = 4$ has a perplexity higher by 0.08 and 17 points
+#   less exact match on average, though its seeds range from 59% to 95%,
+#   too widely for the exact match to count. As in the paper, the narrower
+#   $W_Q$ and $W_K$ also mean fewer parameters.
 # * **(C) "bigger is better": does not carry over**, for a reason that is
 #   not the model's: every row trains for the same 100 steps. One layer
-#   learns this easy task a little faster than two; the narrow model
-#   ($d_\text{model} = 32$) has not learnt it yet; the wide one (128) and
-#   the feed-forward widths cannot be told from the base; four post-norm
-#   layers (C2) fail outright. The paper trained every row for 100,000
-#   steps, long enough for size to pay.
+#   cannot be told from two; the narrow model ($d_\text{model} = 32$) has
+#   not learnt this easy task yet; the wide one (128) and the feed-forward
+#   widths cannot be told from the base; four post-norm layers (C2) fail
+#   outright. The paper trained every row for 100,000 steps, long enough
+#   for size to pay.
 # * **(D) dropout: does not carry over.** 100 steps of 64 pairs see 6,400 of
 #   the 20,000 training pairs, none twice: there is nothing to over-fit, and
 #   dropout can only slow learning down (0.3: it has not learnt the task
@@ -299,15 +305,19 @@ for row in stored["rows"][1:]:
 # * **(E) learned positions: carries over**: as close to sinusoids as three
 #   seeds can tell (the paper: 25.7 against 25.8 BLEU), for $64 \times 64$
 #   more parameters per embedding.
-# * **(F) pre-norm**, not in Table 3: with two layers it changes nothing we
-#   can measure; with four (F2) it trains where post-norm (C2) fails. This is
-#   one reason GPT-2 and most later models put the layer norm first.
+# * **(F) pre-norm**, not in Table 3: with two layers its perplexity is a
+#   little higher (by 0.006, just beyond the spread) and its exact match as
+#   good; with four (F2) it trains where post-norm (C2) fails. This is one
+#   reason GPT-2 and most later models put the layer norm first.
 #
 # How fragile the small differences are: an earlier run of the same script
 # with NumPy's matrix products on two threads instead of one (which changes
 # only the order of their sums, and so the last bits) moved several rows by
 # a few points of exact match: rounding is a source of noise too, and three
-# seeds do not average it away.
+# seeds do not average it away. Drawing the dropout masks from another
+# random stream (the same seeds), on another processor, did as much: in the
+# run before these results one head lost 11 points of exact match against
+# four, here 3, and one layer had a lower perplexity than two.
 #
 # ## 4. One comparison, live: four layers, post-norm against pre-norm
 #
@@ -364,7 +374,7 @@ plt.show()
 
 # %% [markdown]
 # Both start alike; after about ten steps the pre-norm stack's loss falls
-# much faster, while the post-norm stack's creeps down and is still near 2
+# much faster, while the post-norm stack's creeps down and is still above 2
 # at step 100. In a pre-norm stack the residual path runs from the loss to
 # the embeddings without passing through any layer norm (lesson 9); in a
 # post-norm stack every gradient passes through the norms of all the layers
@@ -394,12 +404,14 @@ for label, measures in (("last checkpoint (step 100)", last),
           f"exact match {measures['exact_match']:.1%}")
 
 # %% [markdown]
-# Here the average of the five snapshots beats the last one on every
-# measure, for the price of one mean per parameter. That is one run and one
-# seed, an example rather than a proof: on a run whose loss is still falling
-# fast the older snapshots are simply worse and can drag the average back;
-# near the end of a long run, where the parameters wander around a minimum,
-# averaging is reliably a gain, which is where the paper used it.
+# Here the average of the five snapshots is a little worse than the last
+# one on every measure (99.2% exact match against 100%). That is one run
+# and one seed, an example rather than a proof, and it shows the catch: on
+# a run whose loss is still falling, as this one's is until about step 85
+# (the curve above), the older snapshots (steps 60 to 80) are simply worse
+# and drag the average back. Near the end of a long run, where the
+# parameters wander around a minimum, averaging is reliably a gain, for the
+# price of one mean per parameter, and that is where the paper used it.
 #
 # ## 5. Exercise: perplexity
 #
@@ -434,17 +446,17 @@ check_perplexity(my_perplexity);
 #   English-German and 41.8 on English-French.
 # * Table 3 is an ablation: one change at a time against the base model.
 #   `benchmarks/ablations.py` runs its rows on the toy translation task,
-#   three seeds each, in about two minutes; read a difference only where it
+#   three seeds each, in two to four minutes; read a difference only where it
 #   exceeds the seeds' spread.
-# * What carries over: one head is clearly worse than four (too many heads
-#   too, within the noise), a much smaller $d_k$ hurts, label smoothing
-#   raises perplexity, learned positions match sinusoids.
+# * What carries over: one head has a higher perplexity than four (too many
+#   heads about as high, within the noise), a smaller $d_k$ hurts, label
+#   smoothing raises perplexity, learned positions match sinusoids.
 # * What does not: bigger is not better, and dropout does not help, in 100
 #   steps that see each example once; four post-norm layers fail where
 #   pre-norm trains.
-# * Checkpoint averaging is a mean of parameter snapshots (here better than
-#   the last snapshot), and perplexity is $\exp$ of the token-weighted mean
-#   cross-entropy.
+# * Checkpoint averaging is a mean of parameter snapshots (here, on a run
+#   still learning, a little worse than the last snapshot), and perplexity
+#   is $\exp$ of the token-weighted mean cross-entropy.
 #
 # ## Next
 #

@@ -419,10 +419,10 @@ print(f"{lm.num_parameters():,} parameters; held-out loss untrained {losses['unt
 
 # %% [markdown]
 # The held-out loss ends within a few hundredths of a nat of the floor,
-# as that of lesson 16's post-norm, ReLU, sinusoidal model did (1.783
-# after the same 300 steps): the model has learnt the grammar. Now its embedding $W_E$, one row
-# per token, and each word's nearest neighbours by cosine similarity
-# (lesson 2), the special tokens left out:
+# as that of lesson 16's post-norm, ReLU, sinusoidal model did (1.786
+# after the same 300 steps): the model has learnt the grammar. Now its
+# embedding $W_E$, one row per token, and each word's nearest neighbours by
+# cosine similarity (lesson 2), the special tokens left out:
 
 # %%
 WORD_CLASSES = {
@@ -505,8 +505,9 @@ axes[1].legend(fontsize=8, loc="best")
 plt.show()
 
 # %% [markdown]
-# Untrained, the vectors are random: neighbours are arbitrary (about as
-# often in the word's class as chance) and the two principal components
+# Untrained, the vectors are random: neighbours are nearly arbitrary (21%
+# in the word's class, not far above the 13% of neighbours drawn at
+# random) and the two principal components
 # hold little of the variance. After 300 steps of next-token prediction
 # the words have sorted themselves by grammatical role: nouns with nouns,
 # plural nouns apart from singular ones, adjectives together, and the

@@ -115,7 +115,7 @@ class Module:
 
     def moved(self):
         """Called after the arrays moved to another device; a hook for layers
-        that hold device state other than arrays (a random generator)."""
+        that hold device state other than arrays (a reused scratch buffer)."""
 
     def astype(self, dtype):
         """Cast all floating-point arrays to ``dtype``, in place."""

@@ -181,7 +181,9 @@ def global_grad_norm(model):
     """sqrt(sum of g^2 over every gradient of the model), a Python float.
 
     The sum of squares of each gradient stays on the device and only their
-    total comes back: one wait for the GPU, not one per parameter."""
+    total comes back: one wait for the GPU, not one per parameter. The total
+    is added up in the gradients' dtype (float32 in training; a float64 array
+    would upcast the step), the same norm to about 1e-7."""
     xp = backend.get_xp()
     squares = [xp.vdot(grad, grad) for _, _, grad in model.named_parameters()]  # BLAS, one pass
     return math.sqrt(float(xp.stack(squares).sum())) if squares else 0.0
