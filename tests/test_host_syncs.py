@@ -20,7 +20,7 @@ from minitrans.training import optim
 
 TRAIN_STEP_BUDGET = 5  # src and tgt_in ids, the targets, the loss, the gradient norm
 PER_TOKEN_BUDGET = 1  # has every row finished?
-PER_CALL_BUDGET = 3  # checking the source or prompt, once per call (and the beam's length)
+PER_CALL_BUDGET = 2  # checking the source or prompt once per call; beam search: its best length
 
 
 @pytest.fixture

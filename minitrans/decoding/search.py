@@ -209,7 +209,9 @@ def _start_encoder_decoder(model, src, max_len, bos_id, use_cache):
     model.eval()
     first = backend.get_xp().full((src.shape[0],), bos_id, dtype=src.dtype)
     if use_cache:
-        return functools.partial(model.step, model.start(src)), first  # encodes src once, here
+        with checks.inputs_checked():  # src was checked above: start need not check it again
+            state = model.start(src)  # encodes src once, here
+        return functools.partial(model.step, state), first
     return _recomputing_feed(lambda prefix: model.prefix_logits(src, prefix), src[:, :0]), first
 
 
