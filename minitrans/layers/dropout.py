@@ -22,8 +22,9 @@ class Dropout(Module):
     masks drawn since): ``seed`` is given or drawn from ``rng``,
     ``reset_rng()`` starts the sequence of masks again, which gradient
     checks use to get the same mask at every forward, and ``reset_rng(step)``
-    gives each training step its own. The masks are the same on NumPy, on the
-    strict backend and on CuPy, on any GPU. They are drawn by a kernel pair,
+    gives each training step its own. The masks are the same on NumPy and on
+    the strict backend, and by design on CuPy on any GPU: integer arithmetic
+    that both define alike. They are drawn by a kernel pair,
     ``dropout_keep_mask``: the fast one draws other masks than the reference
     for the same key (see below).
 
