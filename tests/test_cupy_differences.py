@@ -180,7 +180,42 @@ def test_writing_into_a_broadcast_view_fails_instead_of_writing_shared_memory(st
         strict.copyto(wide, 1.0)
 
 
-# ---- 8. one thread queues a GPU's work: the optimiser and DataParallel
+# ---- 8. repeated indices in an assignment, and casts of floats to integers
+
+
+def test_an_assignment_that_writes_one_element_twice_is_refused(strict):
+    x = strict.zeros(4)
+    x[strict.asarray([0, 2])] = strict.asarray([1.0, 2.0])  # distinct targets: fine
+    x[:, ] = 0.0
+    with pytest.raises(TypeError, match="repeated index.*xp.add.at"):
+        x[strict.asarray([1, 1])] = strict.asarray([1.0, 2.0])  # NumPy: 2.0; CuPy: either
+    grid = strict.zeros((2, 3))
+    with pytest.raises(TypeError, match="repeated index"):
+        grid[strict.asarray([0, 0]), strict.asarray([1, 1])] = 1.0
+    grid[strict.asarray([0, 1]), strict.asarray([1, 1])] = 1.0  # two rows: two elements
+
+
+def test_a_cast_of_floats_that_cupy_would_give_other_integers_is_refused(strict):
+    assert strict.asarray([0.0, 2.7, -3.5]).astype("int64").tolist() == [0, 2, -3]
+    for values, dtype in (([1.0, float("nan")], "int64"), ([-1.0], "uint32"),
+                          ([float("inf")], "int32"), ([300.0], "uint8")):
+        with pytest.raises(TypeError, match="CuPy gives other integers"):
+            strict.asarray(values).astype(dtype)
+
+
+def test_a_reduction_gives_a_0d_device_array_not_a_numpy_scalar(strict):
+    from minitrans.core.host_syncs import count_host_syncs
+
+    total = strict.ones(3).sum()
+    assert isinstance(total, strict.ndarray) and total.ndim == 0
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(total)  # host code cannot take it as a number unnoticed
+    with count_host_syncs() as syncs:
+        assert float(total) == 3.0
+    assert syncs.count == 1
+
+
+# ---- 9. one thread queues a GPU's work: the optimiser and DataParallel
 
 
 def test_on_a_device_backend_the_optimiser_updates_whole_parameters_on_one_thread(strict,
@@ -202,7 +237,7 @@ def test_on_numpy_the_optimiser_uses_threads_and_blocks(tmp_path):
         assert len(adam._blocks(biggest, biggest)) > 1
 
 
-# ---- 9. attention's softmax decides on the host only where that costs nothing
+# ---- 10. attention's softmax decides on the host only where that costs nothing
 
 
 def test_the_fast_softmax_takes_the_device_path_on_strict_and_reads_nothing_back(strict):

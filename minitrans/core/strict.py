@@ -143,7 +143,13 @@ class StrictArray(NDArrayOperatorsMixin):
         return _wrap(self._data[_unwrap(key, "indexing")])
 
     def __setitem__(self, key, value):
-        self._data[_unwrap(key, "indexing")] = _unwrap(value, "assignment")
+        key = _unwrap(key, "indexing")
+        _refuse_repeated_targets(self._data, key)
+        self._data[key] = _unwrap(value, "assignment")
+
+    def astype(self, dtype, *args, **kwargs):
+        _refuse_cast_cupy_does_otherwise(self._data, np.dtype(dtype))
+        return _wrap(self._data.astype(dtype, *args, **kwargs))
 
     def __getattr__(self, name):
         if name.startswith("__"):  # hides __array_interface__ and friends
@@ -169,6 +175,29 @@ class StrictArray(NDArrayOperatorsMixin):
 
     def __reduce__(self):
         raise TypeError("device arrays cannot be pickled; use minitrans.to_numpy first")
+
+
+def _refuse_repeated_targets(data, key):
+    """x[ids] = v with an id twice: NumPy keeps the last value, CuPy any one."""
+    parts = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(p, np.ndarray) and p.dtype.kind in "iu" for p in parts):
+        return
+    hits = np.zeros(data.shape, dtype=np.int64)
+    np.add.at(hits, key, 1)
+    if hits.max(initial=0) > 1:
+        raise TypeError("an assignment writes one element twice (a repeated index): CuPy keeps "
+                        "any one of the values, NumPy the last; use xp.add.at to add them up")
+
+
+def _refuse_cast_cupy_does_otherwise(data, dtype):
+    """Floats to integers: NaN, infinity and values out of the integer's range
+    (negative ones to unsigned) come out differently on CuPy (CUDA's C casts)."""
+    if data.dtype.kind != "f" or dtype.kind not in "iu" or data.size == 0:
+        return
+    info = np.iinfo(dtype)
+    if not (np.isfinite(data).all() and data.min() >= info.min and data.max() <= info.max):
+        raise TypeError(f"a cast of floats to {dtype} with NaN, infinity or values outside "
+                        f"[{info.min}, {info.max}]: CuPy gives other integers than NumPy")
 
 
 def _unwrap(value, where, allow_host=False):
