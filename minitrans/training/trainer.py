@@ -134,8 +134,9 @@ class Trainer:
         if not (math.isfinite(loss) and math.isfinite(norm)):
             # the model checks its ids, not every layer's input (a wait for the GPU
             # each): a NaN weight shows here first, so look for it now
-            culprit = self._non_finite_parameter()
-            where = f": inside the model, parameter {culprit} holds NaN or infinity" * bool(culprit)
+            culprit, where = self._non_finite_parameter(), ""
+            if culprit:
+                where = f": inside the model, parameter {culprit} holds NaN or infinity"
             raise TrainingError(
                 f"step {step}: the loss ({loss}) or the gradient norm ({norm}) is not finite"
                 f"{where}; training stopped, the last good checkpoint is {self._last_good()}"
