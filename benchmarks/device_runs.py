@@ -4,6 +4,7 @@ recomputation, PyTorch's step). Sections 1 to 3, the checks of the code,
 and the ``Mode`` and ``Result`` they all share are in ``device_sections``.
 """
 
+import importlib.util
 import json
 import os
 
@@ -131,6 +132,8 @@ VS_PYTORCH_FLAGS = {False: ["--device", "gpu", "--rounds", "3", "--no-untuned"],
 
 
 def vs_pytorch(mode, limit, context):
+    if importlib.util.find_spec("torch") is None:  # the reference is missing, not broken
+        return Result("skipped", "PyTorch is not installed: pip install torch")
     raw = os.path.join(context["workdir"], "vs_pytorch.json")
     command = python_command("benchmarks/vs_pytorch.py", *VS_PYTORCH_FLAGS[mode.rehearsal],
                              "--json", raw)

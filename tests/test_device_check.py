@@ -6,6 +6,7 @@ per-test time limit of ``tests/conftest.py`` fails a test that runs past it;
 stopped; and the rehearsal runs every section end to end into one report.
 """
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -199,5 +200,9 @@ def test_the_rehearsal_runs_every_section_into_one_report(tmp_path):
         assert f"\n## {number}. " in written and key in written.split(f"\n## {number}. ")[1]
     parts = written.split("\n## ")[1:]
     assert len(parts) == 7 and all("Status: " in part for part in parts)
-    assert all("Status: passed" in part for part in parts[1:]), written[:3000]
-    assert "every tensor" in parts[2] and "| 20 |" in parts[3] and "| tiny |" in parts[6]
+    assert all("Status: passed" in part for part in parts[1:6]), written[:3000]
+    assert "every tensor" in parts[2] and "| 20 |" in parts[3]
+    if importlib.util.find_spec("torch") is None:  # pip install ".[dev]": no reference to run
+        assert "Status: skipped" in parts[6] and "PyTorch is not installed" in parts[6]
+    else:
+        assert "Status: passed" in parts[6] and "| tiny |" in parts[6], written[:3000]
