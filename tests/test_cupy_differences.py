@@ -137,6 +137,17 @@ def test_dropout_masks_are_the_same_on_numpy_strict_and_in_pure_python():
     np.testing.assert_array_equal(masks["numpy"], halves >= round(0.5 * 2**16))
 
 
+def test_a_training_step_makes_no_random_generator_on_the_device(strict, tmp_path, monkeypatch):
+    """On CuPy every generator allocates its states: dropout, in every layer
+    at every step, must not make one (it did, one per layer per step)."""
+    trainer = tiny_trainer(tmp_path)
+    made = []  # what the old dropout called in every layer at every step
+    monkeypatch.setattr(backend, "device_rng", lambda seed: made.append(seed))
+    trainer.train_step()
+    assert made == []
+    assert any(isinstance(m, Dropout) and m.p > 0 for m in trainer.model.modules())
+
+
 def test_the_reference_hash_catches_a_wrong_multiplier(monkeypatch):
     key = random_bits.stream_key(1, 2)
     right = random_bits.mix_reference((key + random_bits.GOLDEN_GAMMA) % 2**64)
