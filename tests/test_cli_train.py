@@ -144,3 +144,6 @@ def test_user_errors_are_one_line(trained_copy, tmp_path):
     if "cupy" not in backend.available_backends():  # where a GPU works, this trains
         assert_one_line_error(run("train", "copy", "--device", "gpu", *TINY), "cupy")
     assert_one_line_error(run("train", "copy", "--lr-factor", "-1", *TINY), "lr_factor")
+    # the checkpoint's own limit, refused before training rather than on --resume
+    assert_one_line_error(run("train", "copy", "--merges", "1000000000000", *TINY), "merges",
+                          "1048576")

@@ -79,7 +79,9 @@ class Vocab:
         is kept, since it stands for a real word.
         """
         tokens = []
-        for i in map(int, ids):
+        for i in ids:
+            if not checks.is_int(i):  # int(4.9) would read token 4 without a word
+                raise DataError(f"ids: expected integer token ids, got {i!r}")
             if not 0 <= i < len(self.tokens):
                 raise DataError(f"ids: {i} is outside the vocabulary of {len(self.tokens)} tokens")
             if strip_special and i == EOS_ID:

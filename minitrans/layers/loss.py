@@ -73,9 +73,10 @@ class LabelSmoothedCrossEntropy(Module):
         self._exps_buffer = None  # made again on the new device
 
     def forward(self, logits, targets):
-        checks.check_array("logits", logits, min_ndim=1)
-        checks.check_token_ids("targets", targets, logits.shape[-1])
+        checks.check_array("logits", logits, min_ndim=1, floating=True)  # not ints, not complex
+        checks.check_token_ids("targets", targets)
         checks.check_same_shape("targets", targets, logits.shape[:-1])
+        self._check_values(logits, targets)
         weights = self._weights(targets, logits.dtype)  # 1/count at real tokens, 0 at padding
         loss, exps, total = smoothed_cross_entropy(
             logits, targets, weights, self.eps, self._exps_array(logits)
@@ -90,6 +91,15 @@ class LabelSmoothedCrossEntropy(Module):
             checks.check_same_shape("dloss", dloss, ())  # the loss is a scalar
             dloss = dloss.astype(exps.dtype)  # a float64 0-d array would upcast
         return smoothed_cross_entropy_backward(dloss, exps, total, targets, weights, self.eps)
+
+    def _check_values(self, logits, targets):
+        """Targets in [0, V) and finite logits, both in one wait for the device
+        (a training step makes five in all); on failure, each check's own message."""
+        xp = backend.get_xp()
+        bad_targets = (targets < 0) | (targets >= logits.shape[-1])
+        if bool(bad_targets.any() | ~xp.isfinite(logits).all()):
+            checks.check_token_ids("targets", targets, logits.shape[-1])
+            checks.check_finite("logits", logits)
 
     def _exps_array(self, logits):
         """An array the shape of the logits, (..., V), for exp(shifted): the

@@ -21,13 +21,12 @@ from minitrans.data.tokenizer import LEVELS
 from minitrans.data.vocab import SPECIAL_TOKENS, Vocab
 from minitrans.model.config import LIMITS, ModelConfig
 from minitrans.training import untrusted
-from minitrans.training.trainer import TrainConfig
+from minitrans.training.trainer import MAX_MERGES, TrainConfig
 
 # Far above any model this project trains, low enough that a model of this
 # many numbers fits in memory (2**31 numbers: 8 GB in float32). Each size
 # is held to ModelConfig's LIMITS.
 MAX_PARAMETERS = 2**31
-MAX_MERGES = 2**20  # the paper learns 37,000; a record of this many is still small to check
 MAX_SYMBOL = 2**12  # characters of one symbol of a merge: a whole word, at most
 FIELD_LIMITS = {**LIMITS, "merges": MAX_MERGES}  # the sizes, and TrainConfig's merges
 MAX_STEP = 2**40

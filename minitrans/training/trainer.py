@@ -34,6 +34,12 @@ from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 from minitrans.training.parallel import MAX_WORKERS, DataParallel
 from minitrans.training.progress import TrainingLine, progress_bar, through
 
+# The most byte-pair merges a run may learn: the paper learns 37,000, and a
+# checkpoint's record of this many is still small to check. The checkpoint's
+# checks (records.py) use this same number, so a run never writes merges
+# that its own checkpoint would refuse.
+MAX_MERGES = 2**20
+
 
 class TrainingError(RuntimeError):
     """Training cannot go on (a loss or gradient that is not finite, or a
@@ -67,7 +73,7 @@ class TrainConfig:
         for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
             checks.check_positive_int(name, getattr(self, name))
         checks.check_int("seed", self.seed, low=0)
-        checks.check_int("merges", self.merges, low=0)
+        checks.check_int("merges", self.merges, low=0, high=MAX_MERGES)
         checks.check_int("workers", self.workers, low=1, allow_none=True)
         limit = min(MAX_WORKERS, self.batch_size)  # every worker needs an example of each batch
         if self.workers is not None and self.workers > limit:
