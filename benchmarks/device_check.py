@@ -83,25 +83,25 @@ def gpu_name_and_facts():
     try:
         import cupy
 
+        from minitrans.tools.gpu_environment import cuda_text
+
         runtime = cupy.cuda.runtime
         properties = runtime.getDeviceProperties(0)
         name = properties["name"]
         name = name.decode() if isinstance(name, bytes) else str(name)
         memory = properties["totalGlobalMem"] / 2**30
         return name, (f"GPU: {name}, {memory:.0f} GiB; CUDA driver "
-                      f"{_cuda_version(runtime.driverGetVersion())}, runtime "
-                      f"{_cuda_version(runtime.runtimeGetVersion())}; CuPy {cupy.__version__}.")
+                      f"{cuda_text(runtime.driverGetVersion())}, runtime "
+                      f"{cuda_text(runtime.runtimeGetVersion())}; CuPy {cupy.__version__}.")
     except Exception as error:  # noqa: BLE001  (the check goes on without the name)
         return None, f"GPU: its name could not be read ({type(error).__name__}: {error})."
-
-
-def _cuda_version(number):
-    return f"{number // 1000}.{number % 1000 // 10}"  # 13000 -> 13.0
 
 
 def common_facts(mode, budget, used=None):
     """Lines under the title: when, what code, which software, the budget."""
     import numpy
+
+    from minitrans.tools.environment import installed_version
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     what = ("a rehearsal on the CPU: the strict backend stands in for CuPy, --device cpu "
@@ -111,7 +111,7 @@ def common_facts(mode, budget, used=None):
     order = ", ".join(str(SECTION_NUMBER[key]) for key in RUN_ORDER)
     return [f"{now}, commit {git_commit()}; {what}. The sections ran in the order {order}.",
             f"Python {platform.python_version()}, NumPy {numpy.__version__}, "
-            f"PyTorch {package_version('torch')}; host {platform.machine()} with "
+            f"PyTorch {installed_version('torch')}; host {platform.machine()} with "
             f"{os.cpu_count()} cores. Budget {budget:.0f} s{spent}."]
 
 
@@ -127,15 +127,6 @@ def git_commit():
     except (OSError, subprocess.SubprocessError):
         return "unknown (no git)"
     return (commit or "unknown") + (" + uncommitted changes" if changed else "")
-
-
-def package_version(name):
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 class Budget:
