@@ -12,6 +12,7 @@ failed command or load never overwrites, removes or adds a file.
 To add a case, append a ``case(...)`` or ``cli(...)`` line with an id.
 """
 
+import errno
 import functools
 import io
 import json
@@ -23,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import unittest.mock
 
 import numpy as np
 import pytest
@@ -97,12 +99,12 @@ def language_model():
 
 
 @functools.lru_cache(maxsize=None)
-def checkpoint_bytes():
-    """A real checkpoint: a tiny copy model after one training step."""
+def checkpoint_bytes(task="copy"):
+    """A real checkpoint: a tiny model of ``task`` ("lm": decoder-only) after
+    one training step."""
     with tempfile.TemporaryDirectory() as folder, minitrans.using("numpy", dtype="float32"):
-        config = TrainConfig(task="copy", steps=1, batch_size=4, warmup=1, eval_every=1,
-                             eval_pairs=2,
-                             out_dir=folder)
+        config = TrainConfig(task=task, steps=1, batch_size=4, warmup=1, eval_every=1,
+                             eval_pairs=2, out_dir=folder)
         trainer = experiment.new_trainer(config, TINY, progress=False, log=lambda message: None)
         trainer.train_step()
         trainer.save(trainer.checkpoint_path)
@@ -172,6 +174,18 @@ def nan_inside_the_model(files):
     weights = {name: value for name, value, _ in trainer.model.named_parameters()}
     weights["encoder.layers.0.self_attn.W_Q.W"][0, 0] = float("nan")
     trainer.train_step()
+
+
+def full_disk_at_the_second_save(files):
+    """Train a tiny copy model for two steps, saving after each, on a disk
+    that fills up after the first save."""
+    config = TrainConfig(task="copy", steps=2, batch_size=4, warmup=1, eval_every=1,
+                         eval_pairs=2, target_exact_match=2.0, out_dir=str(files.folder / "run"))
+    trainer = experiment.new_trainer(config, TINY, progress=False, log=lambda message: None)
+    trainer.fit(steps=1)
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    with unittest.mock.patch.object(np, "savez", side_effect=full):
+        trainer.fit(steps=2)
 
 
 # --------------------------------------------------------------- catalogue
@@ -395,7 +409,7 @@ CATALOGUE = [
     case(lambda f: experiment.new_trainer(TrainConfig(task="sort")), ValueError, "task", "'sort'",
          id="trainer-unknown-task"),
     case(nan_inside_the_model, TrainingError, "step 1", "inside the model",
-         "encoder.layers.0.self_attn.W_Q.W", "NaN", "last good checkpoint",
+         "encoder.layers.0.self_attn.W_Q.W", "NaN", "no checkpoint holds a good state",
          id="trainer-nan-weight-inside-the-model"),
     # ---- data
     case(lambda f: read_tsv(f.write("bad.tsv", "a\tb\nno tab here\n")), DataError,
@@ -529,6 +543,13 @@ CATALOGUE = [
     case(lambda f: Tokenizer("bpe"), DataError, "bpe", "a BPE of learned merges",
          id="tokenizer-bpe-without-merges"),
     case(lambda f: TrainConfig(merges=-1), ValueError, "merges", "-1", id="train-config-merges"),
+    case(full_disk_at_the_second_save, TrainingError, "step 2", "could not write",
+         "checkpoint.npz", "No space left on device", "the last good checkpoint is",
+         id="trainer-disk-full-names-the-file-and-the-last-good-checkpoint"),
+    case(lambda f: TrainConfig(patience=0), ValueError, "patience", "0",
+         id="train-config-patience-0"),
+    case(lambda f: TrainConfig(max_minutes=math.inf), ValueError, "max_minutes", "inf",
+         id="train-config-max-minutes-infinite"),
     case(lambda f: task_from_tsv(f.write("long.tsv", "x" * 1001 + "\ty\na\t" + "b" * 1001)),
          DataError, "long.tsv", "1000 characters", "nothing is left to train on",
          id="data-every-pair-too-long"),
@@ -780,6 +801,20 @@ CLI_CATALOGUE = [
     cli(lambda f: train(f, "copy", "--d-k", "0"), "--d-k", "0", id="d-k-zero"),
     cli(lambda f: train(f, "copy", "--activation", "tanh"), "--activation", "'tanh'",
         id="activation-unknown"),
+    # issue 21: flags a corpus uses, refused without one (they were silently ignored, and
+    # --merges recorded in the checkpoint); flags the checkpoint would refuse, refused first
+    cli(lambda f: train(f, "copy", "--valid", f.write("v.tsv", "a\tb\n")), "--valid",
+        "only used with --data", "copy", id="valid-without-data"),
+    cli(lambda f: train(f, "reverse", "--merges", "50"), "--merges", "only used with --data",
+        "reverse", "50", id="merges-with-a-built-in-task"),
+    cli(lambda f: train(f, "copy", "--level", "char"), "--level", "only used with --data",
+        "char", id="level-with-a-built-in-task"),
+    cli(lambda f: train(f, "translate", "--data", f.write("c.tsv", "a\tb\n" * 9), "--merges",
+                        "1000000000000"), "--merges", "at most 1048576", "1000000000000",
+        id="merges-beyond-the-checkpoint-limit"),
+    cli(lambda f: train(f, "copy", "--patience", "0"), "--patience", "0", id="patience-0"),
+    cli(lambda f: train(f, "copy", "--max-minutes", "-1"), "--max-minutes", "-1",
+        id="max-minutes-negative"),
 ]
 
 UTF16 = "a b\tc d\ne f\tg h\n".encode("utf-16-le")  # as some editors save "Unicode" text
@@ -788,14 +823,19 @@ UTF16 = "a b\tc d\ne f\tg h\n".encode("utf-16-le")  # as some editors save "Unic
 @pytest.mark.parametrize("make_args, fragments, env, stdin", CLI_CATALOGUE)
 def test_bad_command_line_gives_one_line_and_a_non_zero_exit(tmp_path, make_args, fragments, env,
                                                              stdin):
-    result = run_cli(make_args(Files(tmp_path)), env, stdin)
+    assert_one_line_error(run_cli(make_args(Files(tmp_path)), env, stdin), fragments)
+    assert not (tmp_path / "run").exists()  # nothing trained, nothing written
+
+
+def assert_one_line_error(result, fragments):
+    """A command's ``result`` failed with one line on stderr naming every
+    fragment as a whole word, no traceback and nothing on stdout."""
     assert result.returncode != 0
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stdout == ""
     for fragment in fragments:
         assert re.search(rf"(?<![\w]){re.escape(fragment)}(?![\w])", lines[0]), (fragment, lines[0])
-    assert not (tmp_path / "run").exists()  # nothing trained, nothing written
 
 
 # ------------------------------------------------------- nothing is lost
@@ -824,6 +864,10 @@ def test_a_failed_command_overwrites_removes_and_adds_nothing(tmp_path):
         ["train", "copy", "--resume", no_adam, "--no-progress"],
         ["translate", "--checkpoint", truncated, "12"],
         ["evaluate", "--checkpoint", good, "--data", bad_data],
+        ["train", "copy", "--resume", good, "--valid", bad_data],  # by the resume flags
+        # issue 21: the weights diverge (the held-out loss says so before any save)
+        ["train", "copy", "--resume", good, "--steps", "2", "--eval-every", "1",
+         "--lr-factor", "100000", "--no-progress"],
     ]
     for command in commands:
         result = run_cli(command)

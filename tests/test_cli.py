@@ -135,7 +135,8 @@ def test_help_shows_per_task_defaults_and_no_backticks():
     result = run("train", "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())  # the formatter wraps lines
-    assert "training steps (default: copy 2000, reverse 3000, translate 3000, --data 3000, " in text
+    steps = "training steps (default: copy 2000, reverse 3000, translate 3000, --data 20000, "
+    assert steps in text
     top = run("--help")
     assert "``" not in top.stdout and "generate" in top.stdout and "attention" in top.stdout
 

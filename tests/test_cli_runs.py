@@ -214,8 +214,22 @@ def test_a_diverging_run_exits_with_an_error(tmp_path):
     result = train(
         "--lr-factor", "10000", "--steps", "40", "--eval-every", "20", "--out", tmp_path / "run"
     )
-    one_line_error(result, "diverged", "the last good checkpoint is (none written yet)")
+    one_line_error(result, "diverged", "no checkpoint holds a good state of this run")
     assert not (tmp_path / "run" / "checkpoint.npz").exists()
+
+
+def test_a_resumed_run_that_diverges_leaves_the_good_state_under_the_name_it_prints(tmp_path):
+    """Issue 21: the old code saved the diverged weights over checkpoint.npz
+    and then named that file "the last good checkpoint"."""
+    folder = tmp_path / "run"
+    assert train("--out", folder).returncode == 0
+    good = (folder / "checkpoint.npz").read_bytes()
+    result = train("--resume", folder / "checkpoint.npz", "--steps", "8", "--eval-every", "1",
+                   "--lr-factor", "100000")
+    one_line_error(result, "step 5: the weights diverged", "not saved",
+                   f"the last good checkpoint is {folder / 'checkpoint.npz'}")
+    assert (folder / "checkpoint.npz").read_bytes() == good
+    assert train("--resume", folder / "checkpoint.npz", "--steps", "5").returncode == 0
 
 
 def test_ctrl_c_saves_and_a_second_trainer_on_the_folder_is_refused(tmp_path):

@@ -7,6 +7,7 @@ from helpers import assert_gradcheck, assert_names
 
 import minitrans
 from minitrans import LayerNorm
+from minitrans.core import backend
 from minitrans.tools.gradcheck_report import randomise_params
 
 
@@ -66,3 +67,38 @@ def test_wrong_upstream_shape_names_dy(backend_name, randn):
     with pytest.raises(ValueError) as info:
         layer.backward(randn(3, 2, 4))
     assert_names(info, "dy")
+
+
+LAYOUTS = {
+    # the same (B, T, D) numbers, on the device in another memory layout
+    "x[:, ::2]": lambda host: backend.from_host(host.repeat(2, axis=1))[:, ::2],
+    "x[..., ::2]": lambda host: backend.from_host(host.repeat(2, axis=2))[..., ::2],
+    "fortran-order": lambda host: backend.get_xp().asfortranarray(backend.from_host(host)),
+}
+
+
+def forward_and_backward(x, dy):
+    """y, dx, dgamma, dbeta of a layer with random gamma and beta, on the host."""
+    layer = LayerNorm(x.shape[-1])
+    randomise_params(layer, np.random.default_rng(0))
+    y = layer(x)
+    dx = layer.backward(dy)
+    return [minitrans.to_numpy(value) for value in (y, dx, *layer.grads.values())]
+
+
+@pytest.mark.parametrize("kernel_set", ["fast", "reference"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_memory_layout_changes_no_bit(backend_name, rng, layout, dtype, kernel_set):
+    """The same numbers give the same bits forward and backward whether x
+    and dy are rows in memory, a strided view or in Fortran order: a sum's
+    order of additions follows the layout unless the layer makes it rows."""
+    with minitrans.using(dtype=dtype, kernels=kernel_set):
+        x_host = (rng.standard_normal((3, 5, 64)) * 3.0 + 1.0).astype(dtype)
+        dy_host = rng.standard_normal((3, 5, 64)).astype(dtype)
+        rows = forward_and_backward(backend.from_host(x_host), backend.from_host(dy_host))
+        x, dy = LAYOUTS[layout](x_host), LAYOUTS[layout](dy_host)
+        assert not x.flags.c_contiguous  # the layout the test is about
+        for name, expected, got in zip(["y", "dx", "dgamma", "dbeta"], rows,
+                                       forward_and_backward(x, dy)):
+            assert np.array_equal(got, expected), (name, np.abs(got - expected).max())

@@ -2,6 +2,7 @@
 Ctrl-C and a diverging loss inside the trainer (issue 15, point 3)."""
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -11,12 +12,13 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from helpers import tiny_trainer
 
-from minitrans.training import run_folder
+from minitrans.training import experiment, run_folder
 from minitrans.training.checkpoint import load_checkpoint
-from minitrans.training.divergence import divergence
+from minitrans.training.divergence import divergence, held_out_divergence
 from minitrans.training.interrupt import TrainingInterrupted
 from minitrans.training.run_folder import FolderInUseError, RunLock
 from minitrans.training.trainer import TrainingError
@@ -156,6 +158,66 @@ def test_the_divergence_rule():
     assert divergence([3.0], 22.0) is not None  # thrown off by the first update
     message = divergence([3.0] * 20, 1e15)  # finite, but far off
     assert "diverged" in message and "1e+14" in message and "3" in message
+
+
+def test_the_held_out_divergence_rule():
+    assert held_out_divergence([], 1e9) is None  # no step 1 to compare with
+    assert held_out_divergence([3.0, 2.0], 0.4) is None  # learning
+    assert held_out_divergence([3.0, 2.0], 11.9) is None  # over-fitted, not diverged
+    message = held_out_divergence([3.0, 2.0], 1.6e7)
+    assert "diverged" in message and "1.6e+07" in message and "step 1, 3" in message
+    assert "nan" in held_out_divergence([3.0], math.nan)
+
+
+def test_a_resumed_run_that_diverges_at_once_keeps_the_last_good_checkpoint(tmp_path):
+    """Issue 21: resuming a healthy step-20 run at 1e5 times the learning
+    rate saved the diverged step-21 weights (held-out loss 1.6e7) over
+    checkpoint.npz and called it the last good checkpoint."""
+    trainer = tiny_trainer(tmp_path, steps=20, eval_every=10)
+    trainer.fit()
+    saved = {name: (tmp_path / name).read_bytes() for name in ("checkpoint.npz", "best.npz")}
+    resumed = experiment.resume_trainer(tmp_path / "checkpoint.npz", steps=30)
+    resumed.config = dataclasses.replace(resumed.config, lr_factor=1e5, eval_every=1)
+    with pytest.raises(TrainingError) as error:
+        resumed.fit()
+    message = str(error.value)
+    assert "step 21: the weights diverged" in message and "not saved" in message
+    assert message.endswith(f"the last good checkpoint is {tmp_path / 'checkpoint.npz'}")
+    for name, content in saved.items():
+        assert (tmp_path / name).read_bytes() == content, name
+    assert experiment.read_run(tmp_path / "checkpoint.npz").step == 20  # loadable, step 20's
+
+
+def test_a_fresh_run_that_diverges_at_once_saves_nothing_and_says_so(tmp_path):
+    """Issue 21: a fresh run that diverged at once saved its step-1 weights
+    (held-out loss 4.4e9) as checkpoint.npz and best.npz, and called them good."""
+    trainer = tiny_trainer(tmp_path, steps=5, eval_every=1, lr_factor=1e5)
+    with pytest.raises(TrainingError, match="step 1: the weights diverged.*no checkpoint holds "
+                       "a good state of this run"):
+        trainer.fit()
+    assert not list(tmp_path.glob("*.npz"))
+
+
+def test_a_full_disk_names_the_file_and_the_last_good_checkpoint(tmp_path, monkeypatch):
+    """Issue 21: a full disk printed "[Errno 28] No space left on device",
+    naming neither the file nor the last good checkpoint."""
+    trainer = tiny_trainer(tmp_path, steps=6, eval_every=3)
+    trainer.fit(steps=3)
+    saved = (tmp_path / "checkpoint.npz").read_bytes()
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez", full_disk)
+    with pytest.raises(TrainingError) as error:
+        trainer.fit(steps=6)
+    checkpoint = tmp_path / "checkpoint.npz"
+    assert str(error.value) == (f"step 6: could not write {checkpoint}: No space left on "
+                                f"device; training stopped, the last good checkpoint is "
+                                f"{checkpoint}")
+    assert checkpoint.read_bytes() == saved
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name != ".lock") == [
+        "best.npz", "checkpoint.npz"]  # no temporary file left
 
 
 def test_a_finite_diverging_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):

@@ -40,6 +40,11 @@ from minitrans.core import checks
 from minitrans.data.vocab import DataError
 
 END = "</w>"  # the end-of-word marker, carried by the last symbol of every word
+# The most merges a run may learn: the paper learns 37,000, and a checkpoint's
+# record of this many is still small to check. The train command, TrainConfig
+# and the checkpoint's checks use this one number, so a run never writes
+# merges that its own checkpoint would refuse.
+MAX_MERGES = 2**20
 
 
 # ------------------------------------------------------------------ learning

@@ -11,6 +11,7 @@ learned, by tokens once the text is tokenised.
 import pathlib
 
 from minitrans.core import backend, checks
+from minitrans.data.bpe import MAX_MERGES
 from minitrans.data.tokenizer import Tokenizer, characters, learn_subwords
 from minitrans.data.tsv import read_tsv
 from minitrans.data.vocab import UNK_ID, DataError
@@ -21,10 +22,16 @@ MAX_TOKENS = 256  # a side's tokens: the model's max_len follows the longest pai
 # in 100 unknown, a 20-token sentence holds one in about 18% of cases, and every
 # such sentence is wrong, however well the model learns.
 UNKNOWN_WARNING = 0.01
+# Merges chosen from the corpus (``merges=None``): a pair of symbols is merged
+# while it occurs at least once in every MERGE_SHARE_PAIRS training pairs. A
+# token rarer than that has too few examples to learn an embedding from, and a
+# word cut into more frequent pieces is learned from the pieces' examples; the
+# number of merges then grows with what the corpus repeats, not with a guess.
+MERGE_SHARE_PAIRS = 100
 
 
 def read_corpus(
-    train_path, valid_path=None, level="bpe", merges=1000, valid_fraction=0.1, seed=0, bpe=None
+    train_path, valid_path=None, level="bpe", merges=None, valid_fraction=0.1, seed=0, bpe=None
 ):
     """(tokenizer, train pairs, valid pairs, description) of a TSV corpus.
 
@@ -34,7 +41,8 @@ def read_corpus(
        training pairs that repeat a held-out source are dropped too.
     3. At level "bpe", ``merges`` merges are learned from the training pairs,
        both sides together as the paper shares them (``learn_subwords``),
-       unless ``bpe`` gives them (a resumed run's).
+       unless ``bpe`` gives them (a resumed run's); ``merges=None``: every
+       merge of a pair seen at least ``merge_floor`` times.
     4. Pairs with a side longer than MAX_TOKENS tokens are skipped.
     The description says how many pairs were held out and skipped; a corpus
     with nothing left to train on is refused with a DataError.
@@ -43,7 +51,7 @@ def read_corpus(
         "valid_fraction", valid_fraction, low=0, high=1, low_open=True, high_open=True
     )
     checks.check_choice("level", level, Tokenizer.LEVELS)
-    checks.check_int("merges", merges, low=0)
+    checks.check_int("merges", merges, low=0, allow_none=True)
     pairs, skipped = too_long(read_tsv(train_path), len, MAX_CHARACTERS)
     description = f"tsv: translation pairs from {pathlib.Path(train_path).name} ({level} level)"
     if valid_path is not None:
@@ -63,7 +71,11 @@ def read_corpus(
     elif bpe is not None:
         tokenizer = Tokenizer("bpe", bpe)
     else:
-        tokenizer = learn_subwords([text for pair in train for text in pair], merges)
+        texts = [text for pair in train for text in pair]
+        if merges is None:
+            tokenizer = learn_subwords(texts, MAX_MERGES, merge_floor(len(train)))
+        else:
+            tokenizer = learn_subwords(texts, merges)
     if skipped:
         description += skipped_note(skipped, MAX_CHARACTERS, "characters")
 
@@ -77,6 +89,13 @@ def read_corpus(
     _nothing_left(train_path, train, f"{MAX_TOKENS} tokens")
     _nothing_left(valid_path or train_path, valid, f"{MAX_TOKENS} tokens")
     return tokenizer, train, valid, description
+
+
+def merge_floor(pairs):
+    """How often a pair of symbols must occur to be merged, in a corpus of
+    ``pairs`` training pairs: once in every MERGE_SHARE_PAIRS, and at least
+    twice (a pair seen once is no pattern)."""
+    return max(2, -(-pairs // MERGE_SHARE_PAIRS))
 
 
 def _nothing_left(path, pairs, limit):

@@ -234,7 +234,7 @@ def load_task(name, seed=0, num_train=None, num_valid=None):
 # -------------------------------------------------------------- TSV corpora
 
 
-def task_from_tsv(train_path, valid_path=None, level="bpe", merges=1000, valid_fraction=0.1,
+def task_from_tsv(train_path, valid_path=None, level="bpe", merges=None, valid_fraction=0.1,
                   seed=0, bpe=None):
     """A translation task from "source<TAB>target" files (see data.read_tsv).
 

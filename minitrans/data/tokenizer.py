@@ -60,8 +60,10 @@ class Tokenizer:
         return list(dict.fromkeys(left + right for left, right in self.bpe.merges))
 
 
-def learn_subwords(texts, num_merges):
-    """A "bpe" Tokenizer whose merges are learned from ``texts`` (lines).
+def learn_subwords(texts, num_merges, min_frequency=2):
+    """A "bpe" Tokenizer whose merges are learned from ``texts`` (lines):
+    at most ``num_merges``, each of a pair seen at least ``min_frequency``
+    times.
 
     Words that hold a digit are left out of learning, so that no merge joins
     digits and numbers are written digit by digit (as LLaMA's tokenizer
@@ -71,7 +73,7 @@ def learn_subwords(texts, num_merges):
     checks.check_int("num_merges", num_merges, low=0)
     counts = collections.Counter(word for text in texts for word in text.split())
     words = {word: n for word, n in counts.items() if not any(c.isdigit() for c in word)}
-    return Tokenizer("bpe", BPE.learn(words, num_merges))
+    return Tokenizer("bpe", BPE.learn(words, num_merges, min_frequency))
 
 
 def characters(tokens):

@@ -15,6 +15,8 @@ not. Every public function calls ``model.eval()``: dropout off, always.
 import functools
 
 from minitrans.core import backend, checks
+from minitrans.decoding.input_checks import (check_length, check_model_kind, check_rows_fit,
+                                             check_token_id)
 from minitrans.decoding.sampling import sampler
 from minitrans.ops.softmax import log_softmax
 
@@ -64,14 +66,17 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     (B, K, L_all), and their scores (B, K).
     """
     xp = backend.get_xp()
+    check_model_kind("model", model, decoder_only=False)
     checks.check_token_ids("src", src, ndim=2, nonempty=True)
     checks.check_positive_int("beam_size", beam_size)
     if beam_size > model.config.vocab_size:  # more beams would only hold probability 0
         raise ValueError(f"beam_size: expected at most the vocabulary's size, "
                          f"{model.config.vocab_size}, got {beam_size}")
+    check_rows_fit(f"src with beam_size={beam_size}", src.shape[0] * beam_size, model.config,
+                   src.shape[1], what="hypotheses (rows x beam_size)")
     max_len = min(src.shape[1] + 50, model.config.max_len) if max_len is None else max_len
-    _check_length("max_len", max_len, model)
-    _check_token_id("bos_id", bos_id, model)
+    check_length("max_len", max_len, model)
+    check_token_id("bos_id", bos_id, model)
     checks.check_number("length_penalty", length_penalty, low=0)
     model.eval()
     B, K = src.shape[0], beam_size
@@ -156,8 +161,10 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
     the new tokens (B, L <= max_new_tokens) as greedy; with return_logits
     also their logits (B, L, V).
     """
+    check_model_kind("lm", lm, decoder_only=True)
     checks.check_token_ids("prompt", prompt, lm.config.vocab_size, ndim=2, nonempty=True)
-    _check_length("max_new_tokens", max_new_tokens, lm, already_fed=prompt.shape[1] - 1)
+    check_length("max_new_tokens", max_new_tokens, lm, prompt_length=prompt.shape[1])
+    check_rows_fit("prompt", prompt.shape[0], lm.config)
     checks.check_choice("strategy", strategy, ("greedy", "sample"))
     choose = _argmax if strategy == "greedy" else sampler(temperature, top_k, top_p, rng)
     lm.eval()
@@ -203,9 +210,11 @@ def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_log
 
 def _start_encoder_decoder(model, src, max_len, bos_id, use_cache):
     """Check the input, switch to eval mode; return feed and the <bos> column."""
+    check_model_kind("model", model, decoder_only=False)
     checks.check_token_ids("src", src, model.config.source_vocab_size, ndim=2, nonempty=True)
-    _check_length("max_len", max_len, model)
-    _check_token_id("bos_id", bos_id, model)
+    check_rows_fit("src", src.shape[0], model.config, src.shape[1])
+    check_length("max_len", max_len, model)
+    check_token_id("bos_id", bos_id, model)
     model.eval()
     first = backend.get_xp().full((src.shape[0],), bos_id, dtype=src.dtype)
     if use_cache:
@@ -240,19 +249,3 @@ def _continuations(step_log_probs, finished, pad_id):
     only_pad = xp.full(step_log_probs.shape[-1], -xp.inf, dtype=step_log_probs.dtype)
     only_pad[pad_id] = 0.0
     return xp.where(finished[:, :, None], only_pad, live)
-
-
-def _check_token_id(name, value, model):
-    """A token id given as a number (<bos>): in the model's vocabulary."""
-    checks.check_int(name, value, low=0, high=model.config.vocab_size - 1)
-
-
-def _check_length(name, value, model, already_fed=0):
-    """Every fed token takes one of the model's config.max_len positions."""
-    checks.check_positive_int(name, value)
-    limit = model.config.max_len - already_fed
-    if value > limit:
-        raise ValueError(
-            f"{name}: the model has {model.config.max_len} positions, "
-            f"so at most {limit}, got {value}"
-        )

@@ -1,6 +1,6 @@
 """Layer normalisation over the feature axis (Ba, Kiros and Hinton, 2016)."""
 
-from minitrans.core import checks, kernels
+from minitrans.core import backend, checks, kernels
 from minitrans.layers import init
 from minitrans.layers.module import Module
 from minitrans.ops.sums import dot_last_fast, dot_leading_fast, mean_last_fast, sum_leading_fast
@@ -25,6 +25,8 @@ class LayerNorm(Module):
     ``layer_norm_reference`` and ``layer_norm_backward_reference`` below
     read as these equations, the ``_fast`` versions beside them compute the
     same numbers with fewer arrays. Both keep the cache (x_hat, 1 / sqrt(var + eps)).
+    ``x`` and ``dy`` reach them C-contiguous, so that the same numbers give
+    the same bits whatever their memory layout (``forward`` says why).
 
     Parameters:
         gamma: (d_model,) starts at 1
@@ -49,12 +51,20 @@ class LayerNorm(Module):
             "x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["gamma"].dtype
         )
         checks.check_finite("x", x)
+        # A sum over an axis is added up in an order that depends on the
+        # layout: NumPy sums pairwise only along a contiguous axis, BLAS and
+        # einsum choose their loops by the strides. A strided view (x[:, ::2])
+        # or a Fortran-order array would give other last bits than the same
+        # numbers in rows; copied into rows (no copy when they already are),
+        # every layout gives the same result.
+        x = backend.get_xp().ascontiguousarray(x)
         y, self.cache = layer_norm(x, self.params["gamma"], self.params["beta"], self.eps)
         return y
 
     def backward(self, dy):
         x_hat, inv_std = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
+        dy = backend.get_xp().ascontiguousarray(dy)  # as x in forward: the same bits for any layout
         dx, dgamma, dbeta = layer_norm_backward(dy, self.params["gamma"], x_hat, inv_std)
         self.grads["gamma"] += dgamma
         self.grads["beta"] += dbeta

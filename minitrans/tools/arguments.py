@@ -59,6 +59,11 @@ MAX_STEPS = 10**7
 MAX_BATCH_SIZE = 2**16
 step_count = number(int, low=1, most=MAX_STEPS)
 batch_size = number(int, low=1, most=MAX_BATCH_SIZE)
+# generate decodes a prompt's samples as one batch and prints a line each:
+# the bound of a training batch, refused before the checkpoint is read
+# (the machine's memory, which depends on the model, is checked after).
+MAX_SAMPLES = MAX_BATCH_SIZE
+sample_count = number(int, low=1, most=MAX_SAMPLES)
 
 
 def size(limit):

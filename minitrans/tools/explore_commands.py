@@ -12,6 +12,11 @@ import os
 
 from minitrans.tools import arguments, text_input
 
+DEFAULT_OUT = "attention.png"
+# Formats every matplotlib of the last ten years writes (it knows the format
+# by the extension, any case); newer ones write more (.webp, .avif).
+IMAGE_EXTENSIONS = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".tif", ".tiff", ".eps", ".ps")
+
 
 def add_generate_parser(commands):
     generate = commands.add_parser(
@@ -51,7 +56,11 @@ def add_generate_parser(commands):
         "add up to p, in (0, 1] (default: all)",
     )
     generate.add_argument(
-        "--samples", type=arguments.positive_int, default=1, help="samples per prompt (default 1)"
+        "--samples",
+        type=arguments.sample_count,
+        default=1,
+        help=f"samples per prompt, decoded as one batch: at most {arguments.MAX_SAMPLES}, and "
+        "as many as the machine's memory holds (default 1)",
     )
     generate.add_argument(
         "--max-tokens",
@@ -78,15 +87,19 @@ def add_attention_parser(commands):
         "An encoder-decoder model gives three files, OUT's name with -encoder, -decoder and "
         "-cross before its extension (encoder self-attention, decoder self-attention, "
         "cross-attention); a decoder-only model gives OUT, its self-attention over the "
-        "prompt and the continuation.",
+        "prompt and the continuation. OUT may be a folder (the files are named after "
+        f"{DEFAULT_OUT} inside it); a name without an extension gets .png. The paths "
+        "printed are those of the files written.",
         formatter_class=arguments.HelpFormatter,
     )
     attention.add_argument("--checkpoint", required=True, help="a trained checkpoint (required)")
     attention.add_argument("text", help="the sentence to translate, or the prompt to continue")
     attention.add_argument(
         "--out",
-        default="attention.png",
-        help="image file; its folder must exist (default attention.png)",
+        default=DEFAULT_OUT,
+        help=f"image file ending in {', '.join(IMAGE_EXTENSIONS)}, or in none (.png is "
+        "added); its folder must exist. An existing folder: the files go inside it, named "
+        f"after {DEFAULT_OUT} (default {DEFAULT_OUT})",
     )
     attention.add_argument(
         "--layer",
@@ -101,6 +114,7 @@ def generate(args):
     from minitrans.core import backend
     from minitrans.data import BOS_ID, pad
     from minitrans.decoding import generate as continue_prompt
+    from minitrans.decoding.input_checks import check_rows_fit
     from minitrans.training import experiment
 
     arguments.use_device(args)
@@ -111,21 +125,13 @@ def generate(args):
             "use 'minitrans translate' for it (generate continues a prompt with "
             "a decoder-only model)"
         )
+    check_rows_fit("--samples", args.samples, model.config, what="samples")  # before any work
     rng = backend.device_rng(args.seed)  # one generator for every prompt: a seed, one output
     prompts = [args.prompt] if args.prompt is not None else text_input.input_lines()
     for text in prompts:
         tokens = task.tokenizer.split(text)
-        room = model.config.max_len - len(tokens)  # positions left after <bos> + prompt
-        if room < 1:
-            raise ValueError(
-                f"prompt: {len(tokens)} tokens, too many for the model's "
-                f"{model.config.max_len} positions"
-            )
-        if args.max_tokens is not None and args.max_tokens > room:
-            raise ValueError(
-                f"--max-tokens: at most {room} after this prompt (the model has "
-                f"{model.config.max_len} positions), got {args.max_tokens}"
-            )
+        room = _room_after(tokens, model.config.max_len, args.max_tokens)
+        text_input.warn_unknown(task, text)
         ids = [BOS_ID] + task.vocab.encode(tokens)
         prompt = backend.to_device(pad([ids] * args.samples))  # (samples, 1 + T_prompt)
         new = continue_prompt(
@@ -143,13 +149,30 @@ def generate(args):
     return 0
 
 
+def _room_after(tokens, positions, max_tokens):
+    """How many new tokens a prompt of ``tokens`` leaves room for: <bos> and
+    the prompt take 1 + len(tokens) of the model's positions, and the last
+    new token is never fed, so positions - len(tokens). Refuses a prompt
+    that leaves none, and --max-tokens above the room."""
+    room = positions - len(tokens)
+    if room < 1:
+        raise ValueError(
+            f"prompt: expected at most {positions - 1} tokens (the model has {positions} "
+            f"positions, one for <bos>), got {len(tokens)}; no room is left to generate"
+        )
+    if max_tokens is not None and max_tokens > room:
+        raise ValueError(
+            f"--max-tokens: expected at most {room} after this prompt of {len(tokens)} "
+            f"tokens (the model has {positions} positions), got {max_tokens}"
+        )
+    return room
+
+
 def attention(args):
     from minitrans.data import EOS
     from minitrans.training import attention_maps, experiment, plots
 
-    out = os.path.abspath(args.out)
-    if not os.path.isdir(os.path.dirname(out)):
-        raise ValueError(f"--out: the folder {os.path.dirname(out)} does not exist")
+    out = _image_path(args.out)  # before the model is read: a typo costs no decoding
     arguments.use_device(args)
     model, task = experiment.load_trained(args.checkpoint)
     if args.layer is not None and args.layer >= model.config.N:
@@ -162,7 +185,7 @@ def attention(args):
     words = output[:-1] if output[-1:] == [EOS] else output
     print(f"{'continuation' if task.kind == 'lm' else 'translation'}: {task.tokenizer.join(words)}")
     for kind, panel in panels.items():
-        path = args.out if task.kind == "lm" else _with_suffix(args.out, kind)
+        path = out if task.kind == "lm" else _with_suffix(out, kind)
         plots.save_attention_grid(
             path,
             panel.weights[list(layers)],
@@ -180,6 +203,27 @@ TITLES = {
     "decoder": "decoder self-attention (causal)",
     "cross": "cross-attention, output over source",
 }
+
+
+def _image_path(out):
+    """--out as the image file to write: inside a folder, DEFAULT_OUT; a name
+    without an extension gets .png (matplotlib would add it when saving, and
+    the path printed would not be the file written); an extension that is
+    not an image format is refused."""
+    if os.path.isdir(out):
+        return os.path.join(out, DEFAULT_OUT)
+    if out.endswith(("/", os.sep)):  # meant as a folder, and there is none
+        raise ValueError(f"--out: the folder {os.path.abspath(out)} does not exist")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--out: the folder {folder} does not exist")
+    stem, extension = os.path.splitext(out)
+    if extension in ("", "."):  # "attn." too: matplotlib would write attn.png
+        return f"{stem}.png"
+    if extension.lower() not in IMAGE_EXTENSIONS:
+        raise ValueError(f"--out: expected an image file ending in "
+                         f"{', '.join(IMAGE_EXTENSIONS)}, got {out}")
+    return out
 
 
 def _with_suffix(path, kind):

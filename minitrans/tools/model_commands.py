@@ -1,8 +1,6 @@
 """``minitrans translate`` and ``minitrans evaluate``: use a trained
 encoder-decoder checkpoint."""
 
-import sys
-
 from minitrans.tools import arguments, text_input
 
 
@@ -40,7 +38,6 @@ def add_evaluate_parser(commands):
 
 
 def translate(args):
-    from minitrans.data import corpus
     from minitrans.training import evaluation, experiment
 
     arguments.use_device(args)
@@ -53,9 +50,7 @@ def translate(args):
         if not text.strip():
             print()
             continue
-        unknown = corpus.unknown_pieces(task, text)
-        if unknown:  # they become <unk>: the model cannot read them
-            print(f"unknown to the model: {', '.join(map(repr, unknown))}", file=sys.stderr)
+        text_input.warn_unknown(task, text)
         ids = evaluation.predict(model, task, [text], beam_size=args.beam)[0]
         print(task.tokenizer.join(task.vocab.decode(ids)))
     return 0

@@ -1,4 +1,5 @@
-"""Sentences typed or piped into a command, one per line, checked as UTF-8.
+"""Sentences typed or piped into a command, one per line, checked as UTF-8,
+and the pieces of them that a model does not know, named on stderr.
 
 Python's ``sys.stdin`` decodes with the locale's encoding and, on Linux,
 turns a byte that is not UTF-8 into a lone surrogate ("\\udcff") that no
@@ -9,6 +10,7 @@ the byte instead.
 
 import sys
 
+from minitrans.data import corpus
 from minitrans.data.vocab import DataError
 
 
@@ -32,3 +34,13 @@ def input_lines(stream=None, name="standard input"):
         if number == 1:
             text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
         yield text.removesuffix("\n").removesuffix("\r")
+
+
+def warn_unknown(task, text):
+    """Name on stderr, in one line, the pieces of ``text`` (words at word
+    level, characters at char and bpe level) that the vocabulary of ``task``
+    lacks: they become <unk>, which the model cannot read, so its output may
+    make no sense, and the user should know why. Nothing when all are known."""
+    unknown = corpus.unknown_pieces(task, text)
+    if unknown:
+        print(f"unknown to the model: {', '.join(map(repr, unknown))}", file=sys.stderr)

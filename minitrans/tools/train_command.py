@@ -10,6 +10,7 @@ import os
 import sys
 
 from minitrans.data import corpus
+from minitrans.data.bpe import MAX_MERGES
 from minitrans.data.tasks import TASKS
 from minitrans.layers.positional import POSITIONS
 from minitrans.model.config import LIMITS
@@ -21,8 +22,9 @@ from minitrans.training.parallel import MAX_WORKERS
 def per_task(key):
     """The default of a train flag for each task, in words, read from
     ``experiment.TASK_DEFAULTS`` (else the TrainConfig or ModelConfig
-    default): "copy 2000, reverse 3000, translate 3000, --data 3000, lm 4000",
-    where "--data" stands for TASK_DEFAULTS' "tsv", a user's corpus."""
+    default): "copy 2000, reverse 3000, translate 3000, --data 20000, lm 4000",
+    where "--data" stands for TASK_DEFAULTS' "tsv", a user's corpus, or
+    "--data 4, the built-in tasks none" where only that one differs."""
     from minitrans.model.config import ModelConfig
     from minitrans.training.experiment import TASK_DEFAULTS
     from minitrans.training.trainer import TrainConfig
@@ -31,10 +33,14 @@ def per_task(key):
                 for f in dataclasses.fields(config)}
     values = {task: {**sections["model"], **sections["train"]}.get(key, fallback.get(key))
               for task, sections in TASK_DEFAULTS.items()}
-    if len(set(values.values())) == 1:
-        return str(next(iter(values.values())))
+    shown = {task: "none" if value is None else str(value) for task, value in values.items()}
+    if len(set(shown.values())) == 1:
+        return next(iter(shown.values()))
+    others = {value for task, value in shown.items() if task != "tsv"}
+    if len(others) == 1:  # only a corpus of one's own differs
+        return f"--data {shown['tsv']}, the built-in tasks {others.pop()}"
     return ", ".join(f"{'--data' if task == 'tsv' else task} {value}"
-                     for task, value in values.items())
+                     for task, value in shown.items())
 
 
 def add_parser(commands):
@@ -62,8 +68,9 @@ def add_parser(commands):
         help="tokens of --data: bpe (sub-words learned from the training pairs: no word is "
         "unknown unless it holds an unseen character), char, or word (default bpe)",
     )
-    train.add_argument("--merges", type=arguments.non_negative_int,
-                       help="byte-pair merges learned at --level bpe (default 1000)")
+    train.add_argument("--merges", type=arguments.number(int, low=0, most=MAX_MERGES),
+                       help="byte-pair merges learned at --level bpe (default: every pair seen "
+                       "in at least 1 of every 100 training pairs)")
     arguments.add_device(train)
     flag("--steps", "steps", "training steps", type=arguments.step_count)
     flag("--batch-size", "batch_size", "pairs per step", type=arguments.batch_size)
@@ -74,6 +81,10 @@ def add_parser(commands):
          type=arguments.step_count)
     flag("--target", "target_exact_match", "stop once held-out exact match reaches this (0-1)",
          type=float, dest="target_exact_match")
+    flag("--patience", "patience", "stop once this many evaluations in a row bring no better "
+         "held-out exact match (none: never)", type=arguments.step_count)
+    flag("--max-minutes", "max_minutes", "stop at the first evaluation after this many minutes "
+         "of training (none: no limit)", type=arguments.positive_number)
     train.add_argument("--seed", type=arguments.non_negative_int,
                        help="seed of the data, the weights and every step's batch (default 0)")
     train.add_argument(
@@ -121,9 +132,10 @@ def add_parser(commands):
 
 def run(args):
     from minitrans.tools import resume_flags
-    from minitrans.training import evaluation, experiment, interrupt
+    from minitrans.training import corpus_defaults, evaluation, experiment, interrupt, stopping
 
     arguments.use_device(args)
+    check_corpus_flags(args)
     progress = not args.no_progress and sys.stderr.isatty()  # a bar floods a log file
     if args.resume:
         trainer = resume(args, progress)
@@ -136,6 +148,8 @@ def run(args):
             "lr_factor",
             "eval_every",
             "target_exact_match",
+            "patience",
+            "max_minutes",
             "workers",
         )
         train_config = experiment.train_config_for(
@@ -150,12 +164,16 @@ def run(args):
         )
         sizes = {field: getattr(args, field) for field in resume_flags.MODEL_FIELDS}
         trainer = experiment.new_trainer(train_config, sizes, progress=progress)
+    print(stopping.describe(trainer.config))  # first: how long this may take
     task, model = trainer.task, trainer.model
     print(
         f"task {task.description}; "
         f"{len(task.train)} training and {len(task.valid)} held-out pairs"
     )
     print(f"model: {model.num_parameters():,} parameters, {model.config}")
+    if trainer.config.data is not None and not args.resume:
+        given = {name for name in ("merges", "d_model") if getattr(args, name) is not None}
+        print(corpus_defaults.explain(task, trainer.config, model.config, given))
     if trainer.config.data is not None:  # a user's corpus: can every held-out token be predicted?
         coverage, warnings = corpus.coverage_report(task)
         print(coverage)
@@ -185,6 +203,18 @@ def run(args):
         + (f"; plots: {', '.join(figures)}" if figures else "")
     )
     return 0
+
+
+def check_corpus_flags(args):
+    """Refuse the flags that only a corpus (--data) uses when none is given:
+    they would be ignored, or recorded without meaning anything."""
+    if args.data is not None or args.resume:
+        return
+    for name in ("valid", "level", "merges"):
+        if getattr(args, name) is not None:
+            raise ValueError(f"--{name}: only used with --data (a corpus of your own); the "
+                             f"{args.task} task generates its own data, got --{name} "
+                             f"{getattr(args, name)}")
 
 
 def folder_of_new_run(args):

@@ -85,10 +85,12 @@ def check_fits(model, task, ids):
     """The ids of a text must fit the model's positions: a prompt after
     <bos>, a source whole (and a source must have a token)."""
     fed = len(ids) + 1 if task.kind == "lm" else len(ids)
-    if fed > model.config.max_len:
+    positions = model.config.max_len
+    if fed > positions:
+        most, why = (positions - 1, ", one for <bos>") if task.kind == "lm" else (positions, "")
         raise ValueError(
-            f"text: {len(ids)} tokens, too many for the model's "
-            f"{model.config.max_len} positions"
+            f"text: expected at most {most} tokens (the model has {positions} "
+            f"positions{why}), got {len(ids)} tokens"
         )
     if not fed:
         raise ValueError("text: expected a sentence to translate, got an empty one")

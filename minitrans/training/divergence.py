@@ -24,9 +24,16 @@ Why this rule:
   step to a loss of 1e15: one such step lifts the mean by 1e14. From step 2
   on, so that a run thrown off by its first updates stops before its first
   checkpoint (at step 2 the rule asks for a loss 7 times that of step 1).
-* The trainer checks each step's loss before the step's update and before
-  any save; the loss of a step measures the weights of the update before,
-  so a checkpoint holds weights one update past the last loss checked.
+* The trainer checks each step's loss before the step's update; the loss of
+  a step measures the weights of the update before, so the last update is
+  still unchecked when an evaluation comes. The same rule is therefore
+  applied to the held-out loss of the weights about to be saved, before
+  any save (``held_out_divergence``): a diverged state is never written
+  over the last good checkpoint, and never becomes ``best.npz``. A healthy
+  model cannot trip it through over-fitting alone: with label smoothing
+  (0.1 by default) the loss of a confidently wrong token is bounded by
+  about ln V + ln(1 / 0.1), far below four times ln V once V > 4; a
+  diverged one sits at 1e7 and beyond.
 """
 
 import math
@@ -48,5 +55,21 @@ def divergence(earlier, loss, window=WINDOW, factor=FACTOR):
         return (
             f"the loss diverged: the mean of the last {len(last)} steps, {recent:.4g}, is more "
             f"than {factor:g} times the loss of step 1, {earlier[0]:.4g}"
+        )
+    return None
+
+
+def held_out_divergence(earlier, held_out_loss, factor=FACTOR):
+    """Why the weights an evaluation measured have diverged, as a phrase, or
+    None while they have not: their held-out loss is not finite, or more
+    than ``factor`` times the (training) loss of step 1, ``earlier[0]``."""
+    if not earlier or not earlier[0] > 0:
+        return None
+    if not math.isfinite(held_out_loss):
+        return f"the held-out loss is {held_out_loss}: the weights have diverged"
+    if held_out_loss > factor * earlier[0]:
+        return (
+            f"the weights diverged: their held-out loss, {held_out_loss:.4g}, is more than "
+            f"{factor:g} times the loss of step 1, {earlier[0]:.4g}"
         )
     return None

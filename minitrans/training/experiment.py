@@ -11,7 +11,7 @@ from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.memory import check_fits, model_bytes, training_bytes
 from minitrans.model.transformer import Transformer
-from minitrans.training import checkpoint
+from minitrans.training import checkpoint, corpus_defaults
 from minitrans.training.parallel import default_workers
 from minitrans.training.records import check_records
 from minitrans.training.trainer import TrainConfig, Trainer
@@ -31,14 +31,14 @@ TASK_DEFAULTS = {
         "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
                       target_exact_match=0.98),
     },
-    # A user's corpus (--data), tuned on 20,000 pairs of number words -> digits
-    # and of written dates -> ISO dates: the translate task's model, at half
-    # its learning rate (at the full rate held-out exact match swung between
-    # 53% and 95% on the dates).
+    # A user's corpus (--data): sizes and stopping chosen from the corpus
+    # (training.corpus_defaults), at half the translate task's learning rate
+    # (at the full rate held-out exact match swung between 53% and 95% on
+    # written dates); the model sizes here are those of a corpus of 2,000 to
+    # 100,000 pairs, as the help text shows them.
     "tsv": {
         "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.1),
-        "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=0.5, eval_every=250,
-                      target_exact_match=0.98),
+        "train": corpus_defaults.training_settings(),
     },
     "lm": {
         "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.0),
@@ -80,7 +80,10 @@ def stored_tokenizer(records):
 
 def model_config_for(task, **overrides):
     """A ModelConfig sized for ``task`` (its defaults, then ``overrides``)."""
-    sizes = dict(TASK_DEFAULTS.get(task.name, TASK_DEFAULTS["translate"])["model"])
+    if task.name == "tsv":  # a user's corpus: sized from the corpus
+        sizes = corpus_defaults.model_sizes(task)
+    else:
+        sizes = dict(TASK_DEFAULTS.get(task.name, TASK_DEFAULTS["translate"])["model"])
     sizes.update({key: value for key, value in overrides.items() if value is not None})
     sizes.setdefault("max_len", max(64, task.max_length() + 8))
     return ModelConfig(vocab_size=len(task.vocab), decoder_only=task.kind == "lm", **sizes)
@@ -101,7 +104,12 @@ def build_model(config, seed=0):
 
 
 def new_trainer(train_config, model_overrides=None, **trainer_options):
+    """A Trainer of a new model for ``train_config``; a corpus read with
+    ``merges=None`` records the number of merges it learned."""
     task = build_task(train_config)
+    if train_config.merges is None:
+        learned = len(task.tokenizer.bpe.merges) if task.tokenizer.level == "bpe" else 0
+        train_config = dataclasses.replace(train_config, merges=learned)
     config = model_config_for(task, **(model_overrides or {}))
     if task.max_length() > config.max_len:
         raise ValueError(
@@ -125,7 +133,8 @@ def check_training_fits(config, train_config, task):
 # What may change when a run is resumed: how long and how it trains on.
 # Everything else (the task, its data, the sizes, the seed, the warm-up)
 # defines the run and stays as the checkpoint says.
-RESUMABLE = ("steps", "batch_size", "lr_factor", "eval_every", "target_exact_match", "workers")
+RESUMABLE = ("steps", "batch_size", "lr_factor", "eval_every", "target_exact_match", "patience",
+             "max_minutes", "workers")
 
 
 @dataclasses.dataclass

@@ -71,6 +71,24 @@ def save_losses(path, history, evaluations, task_name, label_smoothing, decoder_
                extra=extra, label=f"training loss (smoothing {label_smoothing}, {every})")
 
 
+def save_run_plots(trainer):
+    """loss.png and lr.png of a Trainer's run, in its folder; returns their
+    paths ([] before the first step, or without matplotlib, said in its log)."""
+    if not trainer.history["step"]:
+        return []
+    folder, config = trainer.config.out_dir, trainer.config
+    paths = [os.path.join(folder, "loss.png"), os.path.join(folder, "lr.png")]
+    try:
+        save_losses(paths[0], trainer.history, trainer.evaluations, trainer.task.name,
+                    config.label_smoothing, trainer.task.kind == "lm")
+        save_curve(paths[1], trainer.history["step"], trainer.history["lr"],
+                   f"learning rate (warmup {config.warmup})", "learning rate")
+    except RuntimeError as error:  # matplotlib is not installed
+        trainer.log(f"no plots: {error}")
+        return []
+    return paths
+
+
 def save_attention(path, weights, source_tokens, target_tokens, title):
     """A heat map of one head's attention: rows are target (query) tokens,
     columns source (key) tokens, colour the weight."""

@@ -55,6 +55,7 @@ def check_records(path, records, arrays):
                 raise ValueError(f"vocab: {len(tokens) + len(SPECIAL_TOKENS)} tokens, "
                                  f"the model's vocab_size is {size}")
         check_bpe_matches(records)
+        check_task_matches_model(records)
     except ValueError as error:  # CheckpointError (from parse_json) is a ValueError too
         raise untrusted.CheckpointError(f"{path}: malformed checkpoint, {error}") from None
 
@@ -170,6 +171,20 @@ def check_bpe_matches(records):
         if lacking:
             raise ValueError(f"bpe: {len(lacking)} of its merges make symbols the vocabulary "
                              f"lacks, such as {lacking[0]!r:.80}")
+
+
+def check_task_matches_model(records):
+    """The task's kind and the model agree: "lm" for a decoder-only model,
+    "seq2seq" for an encoder-decoder. The loader builds the model from
+    model_config and describes and decodes it by the task's kind, so a file
+    where they disagree would be run as the other kind of model."""
+    if "task" not in records or "model_config" not in records:
+        return
+    decoder_only = ModelConfig.from_dict(records["model_config"]).decoder_only
+    expected, given = ("lm" if decoder_only else "seq2seq"), records["task"]["kind"]
+    if given != expected:
+        raise ValueError(f"task.kind: expected {expected!r} for a model_config with "
+                         f"decoder_only={decoder_only}, got {given!r}")
 
 
 def check_step(name, value):

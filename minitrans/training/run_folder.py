@@ -72,8 +72,10 @@ def free_folder(folder):
 
 
 def check_new_run(folder, force=False):
-    """Refuse to start a run in ``folder`` while another trainer works there,
-    or, unless ``force``, when it holds a checkpoint of an earlier run."""
+    """Refuse to start a run in ``folder`` when it is not a folder, while
+    another trainer works there, or, unless ``force``, when it holds a
+    checkpoint of an earlier run."""
+    check_is_folder(folder)
     check_not_in_use(folder)
     found = checkpoints_in(folder)
     if found and not force:
@@ -82,10 +84,11 @@ def check_new_run(folder, force=False):
 
 def check_resume_into(folder, resumed, force=False):
     """Refuse to continue the run of the checkpoint ``resumed`` in ``folder``
-    while another trainer works there, or, unless ``force``, when that would
-    replace a checkpoint of another run: in the folder of ``resumed``, a
-    ``checkpoint.npz`` that is not ``resumed`` itself; in another folder,
-    any checkpoint."""
+    when it is not a folder, while another trainer works there, or, unless
+    ``force``, when that would replace a checkpoint of another run: in the
+    folder of ``resumed``, a ``checkpoint.npz`` that is not ``resumed``
+    itself; in another folder, any checkpoint."""
+    check_is_folder(folder)
     check_not_in_use(folder)
     if force:
         return
@@ -96,6 +99,19 @@ def check_resume_into(folder, resumed, force=False):
         found = [own] if own in found and not os.path.samefile(own, resumed) else []
     if found:
         raise ValueError(refusal(folder, found[0]))
+
+
+def check_is_folder(folder):
+    """Refuse a ``folder`` that is a file, or lies inside one ("notes.txt/run"),
+    before anything is built: the trainer would fail to create it only once
+    the data and the model are ready, with "[Errno 17] File exists" (or
+    "[Errno 20] Not a directory")."""
+    existing = os.path.normpath(folder)
+    while existing not in ("", ".", os.sep) and not os.path.lexists(existing):
+        existing = os.path.dirname(existing)  # the nearest part of the path that exists
+    if os.path.lexists(existing) and not os.path.isdir(existing):
+        kind = "a file" if os.path.isfile(existing) else "not a folder"
+        raise ValueError(f"--out {folder}: expected a folder, {existing} is {kind}")
 
 
 def check_not_in_use(folder):

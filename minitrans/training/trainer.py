@@ -5,8 +5,11 @@ the CPU each half of the batch on a thread of its own: ``minitrans.parallel``),
 clip the global gradient norm, stop if anything is not finite, update with
 Adam at the scheduled learning rate. Every ``eval_every`` steps: held-out
 loss, token accuracy and exact match (greedy decoding), a checkpoint, and an
-early stop once exact match reaches the target. A loss far above its level
-at step 1, although finite, stops the run too (``training.divergence``).
+early stop once exact match reaches the target, stops improving or the time
+budget is spent (``training.stopping``). A loss far above its level at step
+1, although finite, stops the run too, and so does a held-out loss far above
+it, before the weights it measured are saved (``training.divergence``): a
+diverged state never replaces the last good checkpoint.
 
 While ``fit`` runs it holds the lock of its folder (``training.run_folder``:
 a second trainer there is refused), and Ctrl-C saves the checkpoint of the
@@ -25,67 +28,19 @@ import os
 import time
 
 from minitrans.core import backend, checks
-from minitrans.data import Tokenizer
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.training import checkpoint, evaluation, interrupt, run_folder, trainer_state
-from minitrans.training.divergence import divergence
+from minitrans.training import (checkpoint, evaluation, interrupt, run_folder, stopping,
+                                trainer_state)
+from minitrans.training.divergence import divergence, held_out_divergence
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
-from minitrans.training.parallel import MAX_WORKERS, DataParallel
+from minitrans.training.parallel import DataParallel
 from minitrans.training.progress import TrainingLine, progress_bar, through
-
-# The most byte-pair merges a run may learn: the paper learns 37,000, and a
-# checkpoint's record of this many is still small to check. The checkpoint's
-# checks (records.py) use this same number, so a run never writes merges
-# that its own checkpoint would refuse.
-MAX_MERGES = 2**20
-
+from minitrans.training.train_config import MAX_MERGES, TrainConfig  # noqa: F401 (re-exported)
 
 class TrainingError(RuntimeError):
     """Training cannot go on (a loss or gradient that is not finite, or a
     diverged loss)."""
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    """What to train on and how; the model's sizes are in ``ModelConfig``."""
-
-    task: str = "copy"  # a built-in task, or "translate" with data
-    data: str = None  # a TSV file of "source<TAB>target" lines
-    valid: str = None  # held-out TSV; default: a slice of data
-    level: str = "bpe"  # tokenisation of TSV data: "bpe" (sub-words), "char" or "word"
-    merges: int = 1000  # byte-pair merges learned from TSV data at level "bpe"
-    steps: int = 1000
-    batch_size: int = 64
-    warmup: int = 400  # steps of linear learning-rate warm-up (paper: 4000)
-    lr_factor: float = 1.0  # multiplies the paper's schedule
-    label_smoothing: float = 0.1
-    clip_norm: float = 1.0  # global gradient norm limit; 0 = no clipping
-    weight_decay: float = 0.0  # > 0: AdamW
-    eval_every: int = 200
-    eval_pairs: int = 1000  # held-out pairs decoded for exact match
-    target_exact_match: float = 1.0  # stop early once reached
-    seed: int = 0
-    workers: int = None  # threads, each on a shard of the batch (None: 2 on the CPU, 1 on a GPU)
-    out_dir: str = "runs/run"
-
-    def __post_init__(self):
-        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
-            checks.check_positive_int(name, getattr(self, name))
-        checks.check_int("seed", self.seed, low=0)
-        checks.check_int("merges", self.merges, low=0, high=MAX_MERGES)
-        checks.check_int("workers", self.workers, low=1, allow_none=True)
-        limit = min(MAX_WORKERS, self.batch_size)  # every worker needs an example of each batch
-        if self.workers is not None and self.workers > limit:
-            raise ValueError(f"workers: expected at most {limit} (at most {MAX_WORKERS} and "
-                             f"batch_size={self.batch_size}), got {self.workers}")
-        checks.check_choice("level", self.level, Tokenizer.LEVELS)
-        checks.check_number("lr_factor", self.lr_factor, low=0, low_open=True)
-        checks.check_probability("label_smoothing", self.label_smoothing)
-        checks.check_number("clip_norm", self.clip_norm, low=0)
-        checks.check_number("weight_decay", self.weight_decay, low=0)
-        # above 1 (even infinity): never stop early
-        checks.check_number("target_exact_match", self.target_exact_match, low=0, finite=False)
 
 
 class Trainer:
@@ -135,7 +90,7 @@ class Trainer:
             culprit = self._non_finite_parameter()
             where = f"parameter {culprit} holds NaN or infinity" if culprit else str(error)
             raise TrainingError(f"step {step}: inside the model, {where}; training stopped, "
-                                f"the last good checkpoint is {self._last_good()}") from None
+                                f"{self._last_good()}") from None
         norm = clip_grad_norm(self.model, self.config.clip_norm or None)
         if not (math.isfinite(loss) and math.isfinite(norm)):
             # the model checks its ids, not every layer's input (a wait for the GPU
@@ -145,12 +100,12 @@ class Trainer:
                 where = f": inside the model, parameter {culprit} holds NaN or infinity"
             raise TrainingError(
                 f"step {step}: the loss ({loss}) or the gradient norm ({norm}) is not finite"
-                f"{where}; training stopped, the last good checkpoint is {self._last_good()}"
+                f"{where}; training stopped, {self._last_good()}"
             )
         diverged = divergence(self.history["loss"], loss)
         if diverged:  # stop before this step's update, and before any save
-            raise TrainingError(f"step {step}: {diverged}; training stopped, the last good "
-                                f"checkpoint is {self._last_good()}")
+            raise TrainingError(f"step {step}: {diverged}; training stopped, "
+                                f"{self._last_good()}")
         lr = self.learning_rate(step)
         self.optimizer.step(lr)
         self.step = step
@@ -190,6 +145,7 @@ class Trainer:
         log = through(bar, self.log)
         last, saved = None, None
         interval = TrainingLine()  # without a bar: a line per evaluation
+        started = time.perf_counter()
         try:
             while self.step < self.config.steps:
                 start = time.perf_counter()
@@ -205,14 +161,14 @@ class Trainer:
                     if bar.disable:
                         log(interval.line(self.step, self.history["lr"][-1]))
                     last, saved = self.evaluate_and_save(log), self.step
-                    if last["exact_match"] >= self.config.target_exact_match:
-                        log(
-                            f"step {self.step}: reached exact match "
-                            f"{last['exact_match']:.1%}, stopping early"
-                        )
+                    minutes = (time.perf_counter() - started) / 60
+                    reason = stopping.stop_reason(self.config, self.evaluations, minutes)
+                    if reason:
+                        log(f"step {self.step}: {reason}")
                         break
                 if sigint.requested:  # Ctrl-C: the step is complete, save it and stop
                     if saved != self.step:
+                        self._refuse_diverged(self.held_out_loss())
                         self.save(self.checkpoint_path)
                     raise interrupt.TrainingInterrupted(self.step, self.checkpoint_path)
         finally:
@@ -224,6 +180,7 @@ class Trainer:
         its held-out exact match beats every earlier evaluation's (a tie keeps
         the earlier one: fewer steps, same score)."""
         metrics = self.evaluate()
+        self._refuse_diverged(metrics["loss"])  # before anything is saved
         best = max((e["exact_match"] for e in self.evaluations), default=-1.0)
         self.evaluations.append(metrics)
         (log or self.log)(
@@ -257,19 +214,7 @@ class Trainer:
         """loss.png and lr.png in the run's folder; returns their paths."""
         from minitrans.training import plots
 
-        if not self.history["step"]:
-            return []
-        folder = self.config.out_dir
-        paths = [os.path.join(folder, "loss.png"), os.path.join(folder, "lr.png")]
-        try:
-            plots.save_losses(paths[0], self.history, self.evaluations, self.task.name,
-                              self.config.label_smoothing, self.task.kind == "lm")
-            plots.save_curve(paths[1], self.history["step"], self.history["lr"],
-                             f"learning rate (warmup {self.config.warmup})", "learning rate")
-        except RuntimeError as error:  # matplotlib is not installed
-            self.log(f"no plots: {error}")
-            return []
-        return paths
+        return plots.save_run_plots(self)
 
     def _non_finite_parameter(self):
         """The name of the first parameter with a NaN or infinite entry, or None."""
@@ -279,14 +224,36 @@ class Trainer:
         return None
 
     def _last_good(self):
-        return self.last_good or "(none written yet)"
+        """Where the last good state of this run is, as a clause."""
+        if self.last_good is None:
+            return "and no checkpoint holds a good state of this run (none was written yet)"
+        return f"the last good checkpoint is {self.last_good}"
+
+    def held_out_loss(self):
+        """The teacher-forced loss on the held-out pairs of an evaluation."""
+        pairs = self.task.valid[: self.config.eval_pairs]
+        return evaluation.teacher_forced_metrics(
+            self.model, self.task, pairs, label_smoothing=self.config.label_smoothing)["loss"]
+
+    def _refuse_diverged(self, held_out_loss):
+        """Raise TrainingError, before anything is saved, when ``held_out_loss``
+        says the weights have diverged (``divergence.held_out_divergence``)."""
+        diverged = held_out_divergence(self.history["loss"], held_out_loss)
+        if diverged:
+            raise TrainingError(f"step {self.step}: {diverged}; training stopped and this "
+                                f"state not saved, {self._last_good()}")
 
     # ------------------------------------------------------------ checkpoints
 
     def save(self, path):
         """Parameters, Adam's moments and step, configs, vocabulary, history
         (``training.trainer_state``)."""
-        trainer_state.save(self, path)
+        try:
+            trainer_state.save(self, path)
+        except OSError as error:  # a full disk, say: the file before is still whole
+            reason = error.strerror or str(error)
+            raise TrainingError(f"step {self.step}: could not write {path}: {reason}; "
+                                f"training stopped, {self._last_good()}") from None
         if os.path.abspath(path) == os.path.abspath(self.checkpoint_path):
             self.last_good = path
 

@@ -5,13 +5,16 @@ many members, their sizes, dtypes and shapes, how deep its JSON nests) is
 checked against what the file really holds before anything is allocated:
 a 2 MB file cannot make the reader allocate gigabytes, and a malformed file
 is a ``CheckpointError`` naming the file and the entry, never a
-``MemoryError``, a ``RecursionError`` or a hang. ``allow_pickle=False``
+``MemoryError``, a ``RecursionError``, one of zipfile's own errors (an
+encrypted member, a bad CRC) or a hang. ``allow_pickle=False``
 everywhere: reading never runs code from the file.
 """
 
+import contextlib
 import json
 import math
 import os
+import tokenize
 import zipfile
 
 import numpy as np
@@ -21,16 +24,27 @@ class CheckpointError(ValueError):
     """A file that is not a usable minitrans checkpoint."""
 
 
+# What zipfile and np.lib.format raise on a damaged or hostile archive: a
+# feature zipfile does not read (a newer zip version) is NotImplementedError,
+# an encrypted member RuntimeError, a bad CRC BadZipFile; a .npy header is
+# parsed by ast.literal_eval (TypeError for a list as a key) and, when that
+# fails, by tokenize, as a Python 2 header (TokenError for an open string).
+READ_ERRORS = (zipfile.BadZipFile, EOFError, OSError, ValueError, RuntimeError,
+               NotImplementedError, TypeError, tokenize.TokenError)
+
+
 def read_members(path):
-    """name -> array of every member of the ``.npz`` file at ``path`` (the
-    names without ".npy"), each checked by ``_member_headers`` first."""
+    """name -> content of every member of the ``.npz`` file at ``path`` (the
+    names without ".npy"), each checked by ``_member_headers`` first: an
+    array for "param/..." and "optim/...", a str for "format" and "json/..."."""
     try:
         with zipfile.ZipFile(path) as archive:
             headers = _member_headers(path, archive)
-            return {name: _read_member(archive, info) for name, info in headers.items()}
+            return {name: _read_member(_where(path, info), name, archive, info)
+                    for name, info in headers.items()}
     except CheckpointError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+    except READ_ERRORS as error:
         raise CheckpointError(
             f"{path}: not a readable checkpoint (truncated or not an .npz file: {error})"
         ) from None
@@ -40,6 +54,9 @@ MAX_RECORD_CHARS = 2**24  # one JSON record (history of about 200,000 steps)
 MAX_JSON_DEPTH = 8  # the records nest two deep (evaluations: a list of objects)
 ARRAY_PREFIXES = ("param/", "optim/")
 NUMERIC_KINDS = "biuf"  # booleans, integers, floats: no objects, strings or records
+# General-purpose flag bits of a zip member that zipfile cannot read past.
+UNREADABLE_FLAGS = {0x1: "encrypted", 0x20: "compressed patched data",
+                    0x40: "strongly encrypted"}
 READ_HEADER = {(1, 0): np.lib.format.read_array_header_1_0,  # what np.save writes
                (2, 0): np.lib.format.read_array_header_2_0}
 
@@ -50,9 +67,11 @@ def _member_headers(path, archive):
     Refused: a duplicated name (np.load would silently take one of them), a
     name that is not "format", "json/..." or an array's, any compression
     (minitrans writes members stored, as ``np.savez`` does, so that no member
-    can unpack to more bytes than the file holds), members that claim more
-    bytes than the file has, and a ``.npy`` header whose dtype is not numeric
-    (a record: a string) or whose shape needs more bytes than the member holds.
+    can unpack to more bytes than the file holds), an encrypted member
+    (``np.savez`` never encrypts; zipfile would ask for a password), members
+    that claim more bytes than the file has, and a ``.npy`` header whose
+    dtype is not numeric (a record: a string) or whose shape needs more bytes
+    than the member holds.
     """
     infos, size, total = archive.infolist(), os.path.getsize(path), 0
     if "format.npy" not in {info.filename for info in infos}:
@@ -60,7 +79,7 @@ def _member_headers(path, archive):
     headers = {}
     for info in infos:
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-        where = f"{path}: member {info.filename!r}"
+        where = _where(path, info)
         if name in headers:
             raise CheckpointError(f"{where} appears twice; a checkpoint names each entry once")
         if name != "format" and not name.startswith(("json/", *ARRAY_PREFIXES)):
@@ -69,6 +88,11 @@ def _member_headers(path, archive):
         if info.compress_type != zipfile.ZIP_STORED:
             raise CheckpointError(f"{where} uses compression method {info.compress_type}; "
                                   "minitrans reads members stored uncompressed (np.savez)")
+        flags = [words for bit, words in UNREADABLE_FLAGS.items() if info.flag_bits & bit]
+        if flags:
+            raise CheckpointError(f"{where} is {' and '.join(flags)} (zip flag bits "
+                                  f"{info.flag_bits:#x}), expected a member stored plainly, "
+                                  "as np.savez writes it")
         total += info.compress_size
         if info.file_size != info.compress_size or total > size:
             raise CheckpointError(f"{where} claims {info.file_size} bytes, more than the "
@@ -81,7 +105,7 @@ def _member_headers(path, archive):
 def _check_array_header(where, name, archive, info):
     """The member's .npy header: a numeric dtype for an array, a string of
     bounded length for a record, and a shape whose bytes are the member's."""
-    with archive.open(info) as member:
+    with _opened(where, archive, info) as member:
         version = np.lib.format.read_magic(member)
         if version not in READ_HEADER:
             raise CheckpointError(f"{where}: .npy format version {version} is not supported")
@@ -101,9 +125,43 @@ def _check_array_header(where, name, archive, info):
                               f"({needed} bytes), but holds {info.file_size - header_bytes}")
 
 
-def _read_member(archive, info):
-    with archive.open(info) as member:
-        return np.lib.format.read_array(member, allow_pickle=False)
+def _where(path, info):
+    return f"{path}: member {info.filename!r}"
+
+
+def _read_member(where, name, archive, info):
+    """The member's array, or for a record its text (see ``_record_text``)."""
+    with _opened(where, archive, info) as member:
+        array = np.lib.format.read_array(member, allow_pickle=False)
+    return array if name.startswith(ARRAY_PREFIXES) else _record_text(where, array)
+
+
+@contextlib.contextmanager
+def _opened(where, archive, info):
+    """The member, open for reading; whatever zipfile or NumPy raise while it
+    is read (a bad CRC, a damaged local header) is a CheckpointError naming
+    the file and the member (``where``)."""
+    try:
+        with archive.open(info) as member:
+            yield member
+    except CheckpointError:
+        raise
+    except READ_ERRORS as error:
+        # a TokenError's text is a tuple (message, position): its message will do
+        detail = error.args[0] if isinstance(error, tokenize.TokenError) else error
+        raise CheckpointError(f"{where} cannot be read ({detail})") from None
+
+
+def _record_text(where, array):
+    """The text of a record's 0-d string array, decoded by Python's UTF-32
+    codec: NumPy would turn code points above U+10FFFF into a broken str
+    (one that makes Python raise SystemError later); the codec refuses them,
+    and lone surrogates. Trailing NULs are NumPy's padding."""
+    raw = array.astype(array.dtype.newbyteorder("<")).tobytes()
+    try:
+        return raw.decode("utf-32-le").rstrip("\0")
+    except UnicodeDecodeError as error:
+        raise CheckpointError(f"{where} holds {error.reason}, expected Unicode text") from None
 
 
 def parse_json(path, what, text):

@@ -1,0 +1,59 @@
+"""What to train on and how (``TrainConfig``); the model's sizes are in
+``model.config.ModelConfig``, the stopping rules in ``training.stopping``."""
+
+import dataclasses
+
+from minitrans.core import checks
+from minitrans.data import Tokenizer
+from minitrans.data.bpe import MAX_MERGES
+from minitrans.training.parallel import MAX_WORKERS
+
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """What to train on and how; the model's sizes are in ``ModelConfig``."""
+
+    task: str = "copy"  # a built-in task, or "translate" with data
+    data: str = None  # a TSV file of "source<TAB>target" lines
+    valid: str = None  # held-out TSV; default: a slice of data
+    level: str = "bpe"  # tokenisation of TSV data: "bpe" (sub-words), "char" or "word"
+    # byte-pair merges learned from TSV data at level "bpe"; None: as many as the
+    # corpus supports (``data.corpus.merge_floor``), then the number learned
+    merges: int = 1000
+    steps: int = 1000
+    batch_size: int = 64
+    warmup: int = 400  # steps of linear learning-rate warm-up (paper: 4000)
+    lr_factor: float = 1.0  # multiplies the paper's schedule
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # global gradient norm limit; 0 = no clipping
+    weight_decay: float = 0.0  # > 0: AdamW
+    eval_every: int = 200
+    eval_pairs: int = 1000  # held-out pairs decoded for exact match
+    target_exact_match: float = 1.0  # stop early once reached
+    patience: int = None  # stop once this many evaluations bring no better exact match
+    max_minutes: float = None  # stop at the first evaluation after this many minutes
+    seed: int = 0
+    workers: int = None  # threads, each on a shard of the batch (None: 2 on the CPU, 1 on a GPU)
+    out_dir: str = "runs/run"
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
+            checks.check_positive_int(name, getattr(self, name))
+        checks.check_int("seed", self.seed, low=0)
+        checks.check_int("merges", self.merges, low=0, high=MAX_MERGES, allow_none=True)
+        checks.check_int("patience", self.patience, low=1, allow_none=True)
+        checks.check_number("max_minutes", self.max_minutes, low=0, low_open=True,
+                            allow_none=True)
+        checks.check_int("workers", self.workers, low=1, allow_none=True)
+        limit = min(MAX_WORKERS, self.batch_size)  # every worker needs an example of each batch
+        if self.workers is not None and self.workers > limit:
+            raise ValueError(f"workers: expected at most {limit} (at most {MAX_WORKERS} and "
+                             f"batch_size={self.batch_size}), got {self.workers}")
+        checks.check_choice("level", self.level, Tokenizer.LEVELS)
+        checks.check_number("lr_factor", self.lr_factor, low=0, low_open=True)
+        checks.check_probability("label_smoothing", self.label_smoothing)
+        checks.check_number("clip_norm", self.clip_norm, low=0)
+        checks.check_number("weight_decay", self.weight_decay, low=0)
+        # above 1 (even infinity): never stop early
+        checks.check_number("target_exact_match", self.target_exact_match, low=0, finite=False)
