@@ -218,6 +218,15 @@ def test_a_diverging_run_exits_with_an_error(tmp_path):
     assert not (tmp_path / "run" / "checkpoint.npz").exists()
 
 
+def test_a_default_folder_inside_a_file_is_refused_before_training(tmp_path):
+    """The old code trained, then failed with "[Errno 17] File exists"."""
+    (tmp_path / "runs").write_text("notes", encoding="utf-8")
+    result = train(cwd=tmp_path)
+    one_line_error(result, f"the default folder {os.path.join('runs', 'copy')}: expected a "
+                   "folder, runs is a file; choose a folder with --out")
+    assert result.stdout == ""
+
+
 def test_a_resumed_run_that_diverges_leaves_the_good_state_under_the_name_it_prints(tmp_path):
     """Issue 21: the old code saved the diverged weights over checkpoint.npz
     and then named that file "the last good checkpoint"."""

@@ -263,8 +263,10 @@ def test_merges_beside_a_word_level_task_are_refused(bpe_checkpoint, tmp_path):
 
 
 def test_data_gets_the_defaults_tuned_for_a_user_s_corpus():
-    """With --data: bpe level and the "tsv" schedule (half the translate
-    task's learning rate); a built-in task keeps its own."""
+    """With --data: bpe level, merges chosen from the corpus (None until
+    learned) and the "tsv" schedule (half the translate task's learning
+    rate, patience); a built-in task keeps its own."""
     with_data = experiment.train_config_for("translate", data="pairs.tsv")
-    assert (with_data.level, with_data.merges, with_data.lr_factor) == ("bpe", 1000, 0.5)
+    assert (with_data.level, with_data.merges, with_data.lr_factor) == ("bpe", None, 0.5)
+    assert (with_data.patience, with_data.max_minutes) == (4, 15.0)
     assert experiment.train_config_for("translate").lr_factor == 1.0

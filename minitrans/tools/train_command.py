@@ -227,6 +227,7 @@ def folder_of_new_run(args):
         run_folder.check_new_run(args.out, args.force)
         return args.out
     default = run_folder.default_folder(args.task, args.data)
+    run_folder.check_is_folder(default, named="the default folder")
     if args.force:
         run_folder.check_new_run(default, force=True)
         return default

@@ -101,17 +101,19 @@ def check_resume_into(folder, resumed, force=False):
         raise ValueError(refusal(folder, found[0]))
 
 
-def check_is_folder(folder):
+def check_is_folder(folder, named="--out"):
     """Refuse a ``folder`` that is a file, or lies inside one ("notes.txt/run"),
     before anything is built: the trainer would fail to create it only once
     the data and the model are ready, with "[Errno 17] File exists" (or
-    "[Errno 20] Not a directory")."""
+    "[Errno 20] Not a directory"). ``named``: how the message names it
+    ("--out", or "the default folder")."""
     existing = os.path.normpath(folder)
     while existing not in ("", ".", os.sep) and not os.path.lexists(existing):
         existing = os.path.dirname(existing)  # the nearest part of the path that exists
     if os.path.lexists(existing) and not os.path.isdir(existing):
         kind = "a file" if os.path.isfile(existing) else "not a folder"
-        raise ValueError(f"--out {folder}: expected a folder, {existing} is {kind}")
+        raise ValueError(f"{named} {folder}: expected a folder, {existing} is {kind}"
+                         + ("" if named == "--out" else "; choose a folder with --out"))
 
 
 def check_not_in_use(folder):
