@@ -208,8 +208,11 @@ PART_OF_SPEECH = {"verb": "VERB", "noun": "NOUN", "adj": "ADJ"}
 
 def inflection_pairs():
     """Every (lemma +form, form) of lemminflect's lexicon (its ``infl_lu``
-    word list) whose lemma is lower-case letters and whose form is one word,
-    sorted."""
+    word list) whose lemma is lower-case letters and that has one form,
+    sorted. Nouns it lists as uncountable (the plural is the lemma:
+    "abdomen", "shrapnel", over a quarter of them) are left out: whether a
+    noun counts is a fact of its meaning, not of its spelling, so no model
+    could tell them from "geranium" -> "geraniums"."""
     import lemminflect
     from lemminflect import config
 
@@ -223,7 +226,8 @@ def inflection_pairs():
     for lemma, upos in sorted(lemmas):
         forms = lemminflect.getAllInflections(lemma, upos=upos)
         for tag, name in FORMS[upos].items():
-            if len(forms.get(tag, ())) == 1:  # one right answer
+            one = len(forms.get(tag, ())) == 1  # one right answer
+            if one and not (tag == "NNS" and forms[tag][0] == lemma):
                 pairs.setdefault(f"{lemma} {name}", forms[tag][0])
     return sorted(pairs.items())
 
