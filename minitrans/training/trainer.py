@@ -38,6 +38,7 @@ from minitrans.training.parallel import DataParallel
 from minitrans.training.progress import TrainingLine, progress_bar, through
 from minitrans.training.train_config import MAX_MERGES, TrainConfig  # noqa: F401 (re-exported)
 
+
 class TrainingError(RuntimeError):
     """Training cannot go on (a loss or gradient that is not finite, or a
     diverged loss)."""
