@@ -8,9 +8,10 @@ no term twice, at least 60 terms, and every lesson taught by some term. Each
 check is also shown failing on a planted bad row. Before issue 16 there was no
 glossary: every test here failed (the file did not exist)."""
 
+import ast
 import functools
 import html
-import importlib
+import importlib.util
 import pathlib
 import pkgutil
 import re
@@ -43,32 +44,38 @@ def split_row(line):
 
 
 @functools.lru_cache(maxsize=None)
-def package_modules():
-    """Every module of minitrans that imports here (interop needs torch), but
-    ``minitrans.__main__``, which runs the command line when imported."""
-    modules = []
+def defined_names():
+    """Every name the modules of minitrans define, read from their source
+    (``ast``), not imported: ``minitrans.interop`` needs PyTorch, which a
+    learner who installed ".[dev]" does not have, and its names are in the
+    glossary all the same. Top-level functions, classes and assignments as
+    "name", and what a class defines as "Class.name"."""
+    names = set()
     for info in pkgutil.walk_packages(minitrans.__path__, "minitrans."):
-        if info.name == "minitrans.__main__":
-            continue
-        try:
-            modules.append(importlib.import_module(info.name))
-        except ImportError:
-            continue
-    return modules
+        source = importlib.util.find_spec(info.name).origin
+        tree = ast.parse(pathlib.Path(source).read_text(encoding="utf-8"))
+        for node in tree.body:
+            names.update(own_names(node))
+            if isinstance(node, ast.ClassDef):
+                names.update(f"{node.name}.{name}" for child in node.body
+                             for name in own_names(child))
+    return names
+
+
+def own_names(node):
+    """The names a statement of a module or class body defines."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [name.id for target in targets for name in ast.walk(target)
+                if isinstance(name, ast.Name)]
+    return []
 
 
 def name_exists(name):
-    """``Name`` or ``Name.attribute`` is defined in some module of minitrans."""
-    first, *rest = name.split(".")
-    for module in package_modules():
-        thing = getattr(module, first, None)
-        if thing is None:
-            continue
-        for part in rest:
-            thing = getattr(thing, part, None)
-        if thing is not None:
-            return True
-    return False
+    """``Name`` or ``Class.attribute`` is defined in some module of minitrans."""
+    return name in defined_names()
 
 
 def row_problems(row):
