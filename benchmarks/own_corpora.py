@@ -66,8 +66,8 @@ def number_corpus(rng, count):
 
 def number_words_corpus(rng, count):
     def draw(n):
-        return [(str(x), number_words(x, "en")) for x in (digit_count_number(rng) for _ in
-                                                          range(n))]
+        numbers = [digit_count_number(rng) for _ in range(n)]
+        return [(str(x), number_words(x, "en")) for x in numbers]
     return distinct(draw, count)
 
 

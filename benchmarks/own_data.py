@@ -39,6 +39,7 @@ import minitrans
 from minitrans.core import backend
 from minitrans.data import read_tsv, write_tsv
 from minitrans.data.corpus import hold_out
+from minitrans.training.corpus_defaults import PATIENCE
 from own_corpora import CORPORA
 
 TARGET = 0.95
@@ -113,7 +114,7 @@ def verdict(exact_match, smoke):
 
 
 STOPPED = {"reached exact match": "100% reached", None: "step budget",
-           "held-out exact match has not improved": "no gain in 4 evaluations",
+           "held-out exact match has not improved": f"no gain in {PATIENCE} evaluations",
            "the time budget": "time budget"}
 
 

@@ -110,12 +110,12 @@ def load_checkpoint(path):
     if not zipfile.is_zipfile(path):  # np.load would also read a .npy or a pickle
         raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not an .npz file)")
     content = untrusted.read_members(path)
-    if "format" not in content or str(content.pop("format")) != FORMAT:
+    if "format" not in content or content.pop("format") != FORMAT:
         raise CheckpointError(f"{path}: not a minitrans checkpoint (no '{FORMAT}' marker)")
     records, arrays = {}, {}
     for name, value in content.items():
         if name.startswith("json/"):
-            records[name[5:]] = untrusted.parse_json(path, f"record {name[5:]!r}", str(value))
+            records[name[5:]] = untrusted.parse_json(path, f"record {name[5:]!r}", value)
         else:
             arrays[name] = value
     version = records.setdefault("format_version", 1)  # version 1 had no record

@@ -21,6 +21,8 @@ dates, transliteration, unit conversion, inflection) is what these rules
 were checked on; its report is in ``benchmarks/README.md``.
 """
 
+from minitrans.data.corpus import MERGE_SHARE_PAIRS, merge_floor
+
 SMALL_CORPUS = 2_000
 LARGE_CORPUS = 100_000
 WIDTHS = {"small": 64, "medium": 128, "large": 256}
@@ -44,10 +46,15 @@ def corpus_size(pairs):
     return "medium" if pairs <= LARGE_CORPUS else "large"
 
 
+def sizes(size):
+    """The ModelConfig fields for a corpus of ``size`` ("small", "medium", "large")."""
+    width = WIDTHS[size]
+    return dict(d_model=width, h=4, N=2, d_ff=4 * width, dropout=0.1)
+
+
 def model_sizes(task):
     """The ModelConfig fields for a corpus ``task`` (a Task read from TSV)."""
-    width = WIDTHS[corpus_size(len(task.train))]
-    return dict(d_model=width, h=4, N=2, d_ff=4 * width, dropout=0.1)
+    return sizes(corpus_size(len(task.train)))
 
 
 def explain(task, train_config, model_config, given):
@@ -74,6 +81,4 @@ def explain(task, train_config, model_config, given):
 
 
 def merge_floor_text(pairs):
-    from minitrans.data.corpus import MERGE_SHARE_PAIRS, merge_floor
-
     return f"{merge_floor(pairs)} times, once in every {MERGE_SHARE_PAIRS} training pairs"

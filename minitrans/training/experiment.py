@@ -47,7 +47,7 @@ TASK_DEFAULTS = {
     # written dates); the model sizes here are those of a corpus of 2,000 to
     # 100,000 pairs, as the help text shows them.
     "tsv": {
-        "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.1),
+        "model": corpus_defaults.sizes("medium"),
         "train": corpus_defaults.training_settings(),
     },
     "lm": {

@@ -21,7 +21,8 @@ from minitrans.data.tokenizer import LEVELS
 from minitrans.data.vocab import SPECIAL_TOKENS, Vocab
 from minitrans.model.config import LIMITS, ModelConfig
 from minitrans.training import untrusted
-from minitrans.training.trainer import MAX_MERGES, TrainConfig
+from minitrans.data.bpe import MAX_MERGES
+from minitrans.training.trainer import TrainConfig
 
 # Far above any model this project trains, low enough that a model of this
 # many numbers fits in memory (2**31 numbers: 8 GB in float32). Each size

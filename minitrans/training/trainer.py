@@ -36,7 +36,7 @@ from minitrans.training.divergence import divergence, held_out_divergence
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 from minitrans.training.parallel import DataParallel
 from minitrans.training.progress import TrainingLine, progress_bar, through
-from minitrans.training.train_config import MAX_MERGES, TrainConfig  # noqa: F401 (re-exported)
+from minitrans.training.train_config import TrainConfig  # noqa: F401 (re-exported)
 
 
 class TrainingError(RuntimeError):
@@ -169,7 +169,7 @@ class Trainer:
                         break
                 if sigint.requested:  # Ctrl-C: the step is complete, save it and stop
                     if saved != self.step:
-                        self._refuse_diverged(self.held_out_loss())
+                        self._refuse_diverged(self.teacher_forced_metrics()["loss"])
                         self.save(self.checkpoint_path)
                     raise interrupt.TrainingInterrupted(self.step, self.checkpoint_path)
         finally:
@@ -205,11 +205,19 @@ class Trainer:
         return max(self.evaluations, key=lambda e: e["exact_match"], default=None)
 
     def evaluate(self):
-        pairs = self.task.valid[: self.config.eval_pairs]
-        metrics = evaluation.teacher_forced_metrics(self.model, self.task, pairs,
-                                                    label_smoothing=self.config.label_smoothing)
+        pairs = self.held_out_pairs()
+        metrics = self.teacher_forced_metrics()
         metrics["exact_match"], _ = evaluation.exact_match(self.model, self.task, pairs)
         return {"step": self.step, "pairs": len(pairs), **metrics}
+
+    def held_out_pairs(self):
+        """The held-out pairs an evaluation measures."""
+        return self.task.valid[: self.config.eval_pairs]
+
+    def teacher_forced_metrics(self):
+        """Held-out loss and token accuracy (``evaluation.teacher_forced_metrics``)."""
+        return evaluation.teacher_forced_metrics(self.model, self.task, self.held_out_pairs(),
+                                                 label_smoothing=self.config.label_smoothing)
 
     def save_plots(self):
         """loss.png and lr.png in the run's folder; returns their paths."""
@@ -229,12 +237,6 @@ class Trainer:
         if self.last_good is None:
             return "and no checkpoint holds a good state of this run (none was written yet)"
         return f"the last good checkpoint is {self.last_good}"
-
-    def held_out_loss(self):
-        """The teacher-forced loss on the held-out pairs of an evaluation."""
-        pairs = self.task.valid[: self.config.eval_pairs]
-        return evaluation.teacher_forced_metrics(
-            self.model, self.task, pairs, label_smoothing=self.config.label_smoothing)["loss"]
 
     def _refuse_diverged(self, held_out_loss):
         """Raise TrainingError, before anything is saved, when ``held_out_loss``
