@@ -83,7 +83,7 @@ def gpu_name_and_facts():
     try:
         import cupy
 
-        from minitrans.tools.gpu_environment import cuda_text
+        from minitrans.cli.gpu_environment import cuda_text
 
         runtime = cupy.cuda.runtime
         properties = runtime.getDeviceProperties(0)
@@ -101,7 +101,7 @@ def common_facts(mode, budget, used=None):
     """Lines under the title: when, what code, which software, the budget."""
     import numpy
 
-    from minitrans.tools.environment import installed_version
+    from minitrans.cli.environment import installed_version
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     what = ("a rehearsal on the CPU: the strict backend stands in for CuPy, --device cpu "

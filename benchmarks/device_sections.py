@@ -19,8 +19,9 @@ from device_commands import REPO, child_env, python_command, run_command, tail
 
 # The CuPy leg runs the whole gradient-check report in one test, as section
 # 3 does: it is left out of section 2 so that the report runs once.
-GRADCHECK_TEST = "tests/test_gradcheck.py::test_the_report_passes_every_layer_on_every_backend"
-REHEARSAL_TESTS = ["tests/test_linear.py"]  # the rest of the suite: its own CI run
+GRADCHECK_TEST = ("tests/library/test_gradcheck.py::"
+                  "test_the_report_passes_every_layer_on_every_backend")
+REHEARSAL_TESTS = ["tests/library/test_linear.py"]  # the rest of the suite: its own CI run
 FAILURES_SHOWN = 30
 
 

@@ -17,7 +17,7 @@ Results of ufuncs (``+``, ``exp``, ...) and of NumPy's functions
 (``concatenate``, ``stack``, ``where``, ``einsum``, ...) stay TimedArray, so
 a product of arrays derived from the model's, such as weights concatenated
 side by side, is seen too, through the whole forward, backward and optimiser
-step; ``tests/test_benchmarks.py`` checks the count of a step against a
+step; ``tests/project/test_benchmarks.py`` checks the count of a step against a
 formula from the config. With several worker threads, ``seconds`` adds up
 the time each thread spent in products.
 """

@@ -24,7 +24,7 @@ learning-rate schedule) and the trainer's checkpoint.npz.
 import argparse
 import os
 
-from minitrans.training import evaluation, experiment, plots
+from minitrans.training import attention_maps, evaluation, experiment, plots
 
 STEPS = 3000  # the translate task's default; training stops early at 98% exact match
 OUT_DIR = os.path.join("runs", "example-translation")
@@ -36,7 +36,7 @@ SAMPLES = 5  # held-out sentences printed after training
 def save_cross_attention(model, task, source, path):
     """Greedy-decode ``source`` and save the last decoder layer's
     cross-attention, averaged over heads, as a heat map."""
-    source_tokens, output_tokens, weights = evaluation.attention_for(
+    source_tokens, output_tokens, weights = attention_maps.attention_for(
         model, task, source
     )  # weights (h, L, T_src)
     title = f"translate: cross-attention,\nlast decoder layer, mean of {model.config.h} heads"

@@ -36,8 +36,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans.tools import path_lengths as pl
-from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans_course import path_lengths as pl
+from minitrans.gradcheck import check_layer, format_table
 
 minitrans.use("numpy", dtype="float64")  # gradient checks need float64
 print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name(),
@@ -153,7 +153,7 @@ print("largest change of each state h_0 .. h_5:", np.array2string(moved, precisi
 # differences:
 
 # %%
-from minitrans.tools.gradcheck_report import randomise_params
+from minitrans.gradcheck import randomise_params
 
 rnn = randomise_params(minitrans.RecurrentLayer(3, 4, rng=0), np.random.default_rng(0))
 x = minitrans.from_host(np.random.default_rng(2).normal(size=(2, 5, 3)))
@@ -249,7 +249,7 @@ plt.show()
 #
 # ## 4. Table 1, measured
 #
-# `minitrans.tools.path_lengths` builds each kind of layer and measures, on
+# `minitrans_course.path_lengths` builds each kind of layer and measures, on
 # layers that run:
 #
 # * **maximum path length**: change input position 0 of a sequence and see
@@ -414,7 +414,7 @@ for kind in pl.KINDS:
 # says "not yet". The solution is in `solutions/00_why_attention.py`.
 
 # %%
-from minitrans.tools.exercises_recurrent import check_rnn_backward
+from minitrans_course.exercises_recurrent import check_rnn_backward
 
 
 def my_rnn_backward(x, W_x, W_h, H, dH):

@@ -147,7 +147,7 @@ print("dx:", dx.shape, "| dW:", layer.grads["W"].shape, "| db:", layer.grads["b"
 # (Lesson 11 opens this box.)
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     layer64 = minitrans.Linear(4, 3, rng=0)
@@ -170,7 +170,7 @@ with minitrans.using(dtype="float64"):
 # it says "not yet". The solution is in `solutions/01_setup_and_backends.py`.
 
 # %%
-from minitrans.tools.exercises_basics import check_linear_backward
+from minitrans_course.exercises_basics import check_linear_backward
 
 
 def my_linear_backward(x, W, dy):

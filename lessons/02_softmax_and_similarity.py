@@ -114,7 +114,7 @@ print("softmax([0, -1, -2]) =", softmax(np.array([0.0, -1.0, -2.0])).round(4))
 # lesson 1 (float64, random upstream gradient):
 
 # %%
-from minitrans.tools.gradcheck import numeric_gradient, relative_error
+from minitrans.gradcheck import numeric_gradient, relative_error
 
 rng = np.random.default_rng(0)
 z = rng.standard_normal((3, 5))      # 3 rows of 5 scores
@@ -260,7 +260,7 @@ plt.show()
 
 # %%
 from IPython.display import display
-from minitrans.tools.interactive_figures import scaled_scores_figure, softmax_temperature_figure
+from minitrans_course.interactive_figures import scaled_scores_figure, softmax_temperature_figure
 
 temperature_figure = softmax_temperature_figure([2.0, 1.0, 0.5, 0.0, -1.0])
 display(temperature_figure)
@@ -307,6 +307,9 @@ for n, d_k in enumerate(sizes):
     without, with_ = results["without 1/sqrt(d_k)"], results["with 1/sqrt(d_k)"]
     print(f"{d_k:5d} | {without[0][n]:14.4f} {with_[0][n]:14.4f} | {without[1][n]:13.2e} "
           f"{with_[1][n]:13.2e}")
+shrink = without[1][0] / without[1][-1]  # the unscaled Jacobian, d_k = 4 against 1024
+print(f"\nwithout the scaling the Jacobian norm shrinks {shrink:,.0f}-fold from d_k = 4 to "
+      f"1024: {np.log10(shrink):.1f} orders of magnitude")
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -341,9 +344,10 @@ plt.show()
 # %% [markdown]
 # Without the scaling, the median row puts about 95% of its weight on a
 # single key at the paper's $d_k = 64$, and more than 99.8% from $d_k = 256$
-# on, while the softmax's Jacobian shrinks by five orders of magnitude between
-# $d_k = 4$ and $d_k = 1024$. With the scaling, both stay about where they
-# are at $d_k = 4$, whatever the size. (Why not just use a small $d_k$? The paper
+# on, while the softmax's Jacobian shrinks about 47,000-fold between
+# $d_k = 4$ and $d_k = 1024$: 4.7 orders of magnitude, between four and five.
+# With the scaling, both stay about where they are at $d_k = 4$, whatever
+# the size. (Why not just use a small $d_k$? The paper
 # notes that additive attention beats unscaled dot-product attention for
 # large $d_k$, and suspects exactly this saturation; the scale keeps the fast
 # matrix-product form and fixes it.)
@@ -379,7 +383,7 @@ print("weights:", attention.attention_weights.shape,
 # `solutions/02_softmax_and_similarity.py`.
 
 # %%
-from minitrans.tools.exercises import check_softmax
+from minitrans_course.exercises import check_softmax
 
 
 def my_softmax(z):

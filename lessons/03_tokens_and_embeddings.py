@@ -41,7 +41,7 @@ corpus = [
 # base model (Table 3), made from its `ModelConfig`.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
 _, ax = plt.subplots(figsize=(9, 10))
@@ -411,8 +411,8 @@ plt.show()
 # accumulation; only $W_E$ is checked, as ids have no gradient.
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
-from minitrans.tools.gradcheck_report import randomise_params
+from minitrans.gradcheck import check_layer, format_table
+from minitrans.gradcheck import randomise_params
 
 with minitrans.using(dtype="float64"):
     layer64 = minitrans.Embedding(7, 4, rng=0)                         # V = 7, d_model = 4
@@ -443,7 +443,7 @@ with minitrans.using(dtype="float64"):
 # and random words, against a counting loop of its own.
 
 # %%
-from minitrans.tools.exercises_embedding import check_bpe_merge, check_embedding_backward
+from minitrans_course.exercises_embedding import check_bpe_merge, check_embedding_backward
 
 
 def my_bpe_merge(words, counts):

@@ -40,7 +40,7 @@ print("backend:", minitrans.core.backend.backend_name(), "| default dtype:", min
 # (Table 3), made from its `ModelConfig`.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
 _, ax = plt.subplots(figsize=(9, 10))
@@ -304,7 +304,7 @@ print(f"largest spread of PE[pos] . PE[pos + k] over pos, for any k < 60: {sprea
 
 # %%
 from IPython.display import display
-from minitrans.tools.interactive_figures import positional_offsets_figure
+from minitrans_course.interactive_figures import positional_offsets_figure
 
 offsets_figure = positional_offsets_figure()
 display(offsets_figure)
@@ -376,7 +376,7 @@ except ValueError as error:
 # whose last feature is a sine without a cosine partner.
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     layer64 = minitrans.PositionalEncoding(5, max_len=8)
@@ -398,7 +398,7 @@ with minitrans.using(dtype="float64"):
 # `solutions/04_positional_encoding.py`.
 
 # %%
-from minitrans.tools.exercises import check_positional_encoding
+from minitrans_course.exercises import check_positional_encoding
 
 
 def my_positional_encoding(max_len, d_model):

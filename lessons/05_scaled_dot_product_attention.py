@@ -45,7 +45,7 @@ print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.b
 # paper's base model (Table 3), made from its `ModelConfig`.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
 _, ax = plt.subplots(figsize=(9, 10))
@@ -332,7 +332,7 @@ plt.show()
 # three inputs, here with a batch and a head axis, $T_q = 3$, $T_k = 5$:
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     rng = np.random.default_rng(0)
@@ -408,8 +408,8 @@ print("softmax_in_place (spread 1002 > 60, so each row's own max):\n",
 # The blind shift turns the second row into $0/0$ = NaN; `softmax_in_place`
 # gives both rows the same weights, as it should, since they differ by a
 # constant. The fast version is what trains by default; `softmax` and
-# `masked_softmax` stay the reference versions, and `tests/test_kernels.py`
-# and `tests/test_attention.py` check that they agree, with masks, fully
+# `masked_softmax` stay the reference versions, and `tests/library/test_kernels.py`
+# and `tests/library/test_attention.py` check that they agree, with masks, fully
 # masked rows, both shifts and NaN. To run the whole model on the reference
 # versions, set `MINITRANS_KERNELS=reference` or call
 # `minitrans.use(kernels="reference")` (lesson 12); `python
@@ -435,7 +435,7 @@ print("softmax_in_place (spread 1002 > 60, so each row's own max):\n",
 # "not yet". The solution is in `solutions/05_scaled_dot_product_attention.py`.
 
 # %%
-from minitrans.tools.exercises import check_attention
+from minitrans_course.exercises import check_attention
 
 
 def my_attention(Q, K, V, mask):

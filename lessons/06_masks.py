@@ -40,7 +40,7 @@ print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.b
 # from its `ModelConfig`.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
 _, ax = plt.subplots(figsize=(9, 10))
@@ -228,7 +228,7 @@ with minitrans.using(dtype="float64"):
 # score gradient):
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     rng = np.random.default_rng(2)
@@ -337,7 +337,7 @@ plt.show()
 # than 0. The solution is in `solutions/06_masks.py`.
 
 # %%
-from minitrans.tools.exercises_masks_heads import check_decoder_mask
+from minitrans_course.exercises_masks_heads import check_decoder_mask
 
 
 def my_decoder_mask(ids, pad_id):

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans.tools.gradcheck_report import randomise_params
+from minitrans.gradcheck import randomise_params
 
 print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name(),
       "| dtype:", minitrans.get_dtype())
@@ -36,7 +36,7 @@ print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.b
 # model (Table 3), made from its `ModelConfig`.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
 _, ax = plt.subplots(figsize=(9, 10))
@@ -44,7 +44,7 @@ draw_architecture(paper_config, highlight=("self_attn", "masked_self_attn", "cro
 plt.show()
 
 # %%
-from minitrans.tools.diagram_flows import draw_head_split
+from minitrans_course.diagram_flows import draw_head_split
 
 _, ax = plt.subplots(figsize=(12, 6))
 draw_head_split(paper_config, ax=ax)
@@ -66,8 +66,12 @@ plt.show()
 # and $K$, $V$ from the encoder's output.
 #
 # Nobody computes the heads one by one. The $h$ matrices $W_i^Q$, side by side,
-# are one $(d_\text{model}, d_\text{model})$ matrix $W^Q$: head $i$ owns columns
-# $i d_k$ to $(i+1) d_k - 1$. So minitrans projects once, then reshapes:
+# are one $(d_\text{model}, d_\text{model})$ matrix $W^Q$. Two numberings meet
+# here: the formula counts heads from 1 ($\mathrm{head}_1$ to $\mathrm{head}_h$),
+# NumPy counts from 0, and so does the code of this lesson (`heads[:, 0]` to
+# `heads[:, h - 1]`). The code's head $i$ is the formula's $\mathrm{head}_{i+1}$
+# and owns columns $i d_k$ to $(i+1) d_k - 1$ of $W^Q$. So minitrans projects
+# once, then reshapes:
 #
 # | step | shape |
 # | --- | --- |
@@ -134,15 +138,17 @@ print("\nsame as layer.forward(x):", np.allclose(by_hand, from_layer, atol=1e-5)
       "| largest difference", np.abs(by_hand - from_layer).max())
 
 # %% [markdown]
-# And the reshape really is "$h$ separate heads": head 1 computed on its own,
-# with only its slice of columns of $W^Q$, $W^K$, $W^V$ (the $W_1^Q$, $W_1^K$,
-# $W_1^V$ of the formula), is the second block of the batched result.
+# And the reshape really is "$h$ separate heads": the code's head 1 (counted
+# from 0, so the second head: the formula's $\mathrm{head}_2$), computed on its
+# own with only its slice of columns of $W^Q$, $W^K$, $W^V$ (the $W_2^Q$,
+# $W_2^K$, $W_2^V$ of the formula), is `heads[:, 1]`, the second block of the
+# batched result.
 
 # %%
 i = 1
 cols = slice(i * d_k, (i + 1) * d_k)
 head_alone = minitrans.to_numpy(attention.forward(
-    minitrans.from_host(x @ p["W_Q.W"][:, cols] + p["W_Q.b"][cols]),     # x W_1^Q: (B, T, d_k)
+    minitrans.from_host(x @ p["W_Q.W"][:, cols] + p["W_Q.b"][cols]),     # x W_2^Q: (B, T, d_k)
     minitrans.from_host(x @ p["W_K.W"][:, cols]),
     minitrans.from_host(x @ p["W_V.W"][:, cols] + p["W_V.b"][cols])))
 print("head 1 on its own:", head_alone.shape, "| equal to heads[:, 1]:",
@@ -381,7 +387,7 @@ print(f"three products {three * 1e3:.2f} ms, one product {one * 1e3:.2f} ms")
 # and with the causal mask of lesson 6:
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     rng = np.random.default_rng(0)
@@ -412,7 +418,7 @@ with minitrans.using(dtype="float64"):
 # `solutions/07_multi_head_attention.py`.
 
 # %%
-from minitrans.tools.exercises_masks_heads import check_merge_heads, check_split_heads
+from minitrans_course.exercises_masks_heads import check_merge_heads, check_split_heads
 
 
 def my_split_heads(x, h):

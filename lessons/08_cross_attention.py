@@ -39,7 +39,7 @@ PAD = 0  # the id of <pad>, as in the rest of minitrans
 # model (Table 3), made from its `ModelConfig`.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
 _, ax = plt.subplots(figsize=(9, 10))
@@ -306,8 +306,8 @@ print("largest |dmemory| at the padded positions:",
 # in the table.
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
-from minitrans.tools.gradcheck_report import randomise_params
+from minitrans.gradcheck import check_layer, format_table
+from minitrans.gradcheck import randomise_params
 
 with minitrans.using(dtype="float64"):
     check_rng = np.random.default_rng(0)
@@ -341,7 +341,7 @@ with minitrans.using(dtype="float64"):
 # product at a time. The solution is in `solutions/08_cross_attention.py`.
 
 # %%
-from minitrans.tools.exercises_masks_heads import check_cross_attention
+from minitrans_course.exercises_masks_heads import check_cross_attention
 
 
 def my_cross_attention(x, memory, W_Q, W_K, W_V, src_mask):

@@ -41,7 +41,7 @@ from minitrans import AddNorm, FeedForward, LayerNorm
 # (Table 3), made from its `ModelConfig`.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
 _, ax = plt.subplots(figsize=(9, 10))
@@ -49,7 +49,7 @@ draw_architecture(paper_config, highlight="add_norm", ax=ax)
 plt.show()
 
 # %%
-from minitrans.tools.diagram_flows import draw_token_path
+from minitrans_course.diagram_flows import draw_token_path
 
 _, ax = plt.subplots(figsize=(12, 4.5))
 draw_token_path(paper_config, ax=ax)
@@ -392,8 +392,8 @@ from minitrans.layers.layernorm import layer_norm_backward_reference
 print(inspect.getsource(layer_norm_backward_reference))
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
-from minitrans.tools.gradcheck_report import SublayerWithAddNorm, randomise_params
+from minitrans.gradcheck import check_layer, format_table
+from minitrans.gradcheck import SublayerWithAddNorm, randomise_params
 
 with minitrans.using(dtype="float64"):
     check_rng = np.random.default_rng(0)
@@ -424,7 +424,7 @@ with minitrans.using(dtype="float64"):
 # float32, against statistics it computes row by row with `math.fsum`.
 
 # %%
-from minitrans.tools.exercises import check_layernorm
+from minitrans_course.exercises import check_layernorm
 
 
 def my_layernorm(x, gamma, beta, eps):

@@ -41,7 +41,7 @@ from minitrans.ops.softmax import softmax
 # model (Table 3), made from its `ModelConfig`.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 paper_config = minitrans.ModelConfig.preset("base", vocab_size=37000)
 _, ax = plt.subplots(figsize=(9, 10))
@@ -140,8 +140,8 @@ plt.show()
 # wrong; `check_layer` detects it and shrinks its step.
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
-from minitrans.tools.gradcheck_report import randomise_params
+from minitrans.gradcheck import check_layer, format_table
+from minitrans.gradcheck import randomise_params
 
 with minitrans.using(dtype="float64"):
     check_rng = np.random.default_rng(0)
@@ -452,7 +452,7 @@ plt.show()
 # $p = 1$, against a nucleus it builds row by row with a sorted loop.
 
 # %%
-from minitrans.tools.exercises import check_top_p
+from minitrans_course.exercises import check_top_p
 
 
 def my_top_p(probs, p):
@@ -480,7 +480,7 @@ check_top_p(my_top_p);
 # random cases keep every $a$ at least $10^{-3}$ from that kink).
 
 # %%
-from minitrans.tools.exercises_output import check_feedforward_backward, check_loss_backward
+from minitrans_course.exercises_output import check_feedforward_backward, check_loss_backward
 
 
 def my_feedforward_backward(x, W1, b1, W2, b2, dy):

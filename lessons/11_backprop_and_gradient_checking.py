@@ -24,14 +24,14 @@ import numpy as np
 
 import minitrans
 from minitrans.ops import softmax as sm
-from minitrans.tools.gradcheck import (
+from minitrans.gradcheck import (
     central_derivative,
     check_layer,
     format_table,
     numeric_gradient,
     relative_error,
 )
-from minitrans.tools.gradcheck_report import randomise_params
+from minitrans.gradcheck import randomise_params
 
 np.set_printoptions(precision=4, suppress=True)
 
@@ -201,7 +201,7 @@ with minitrans.using(dtype="float64"):
 #
 # $$f'(x) \approx \frac{4 D(h) - D(2h)}{3}, \qquad \text{error } O(h^4).$$
 #
-# `minitrans.tools.gradcheck.central_derivative(f, h)` computes this, for $f$ a
+# `minitrans.gradcheck.central_derivative(f, h)` computes this, for $f$ a
 # function of the offset from the point: four evaluations instead of two.
 # On $\sin$ at $x = 1$, where $f'(1) = \cos 1$, the three formulas side by
 # side:
@@ -608,7 +608,7 @@ with minitrans.using(dtype="float64"):
 # Jacobian.
 
 # %%
-from minitrans.tools.exercises import (
+from minitrans_course.exercises import (
     check_attention_backward,
     check_layernorm_backward,
     check_softmax_backward,

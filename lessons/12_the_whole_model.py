@@ -28,8 +28,8 @@ import numpy as np
 import minitrans
 from minitrans.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, make_seq2seq_batch
 from minitrans.data.tasks import load_task
-from minitrans.tools.gradcheck import check_layer, format_table
-from minitrans.tools.gradcheck_report import tiny_model
+from minitrans.gradcheck import check_layer, format_table
+from minitrans.gradcheck import tiny_model
 
 # %% [markdown]
 # ## 1. Figure 1, assembled
@@ -44,7 +44,7 @@ from minitrans.tools.gradcheck_report import tiny_model
 # | encoder, $N$ layers of self-attention + FFN (§3.1) | `encoder` | $(B, S, d_\text{model}) \to$ memory $(B, S, d_\text{model})$ |
 # | output embedding + positional encoding | `tgt_embed` | shifted target ids $(B, T) \to (B, T, d_\text{model})$ |
 # | decoder, $N$ layers of masked self-attention + cross-attention + FFN | `decoder` | $(B, T, d_\text{model})$ and memory $\to (B, T, d_\text{model})$ |
-# | "Linear" before the softmax (§3.4) | `generator` | $(B, T, d_\text{model}) \to$ logits $(B, T, V)$ |
+# | "Linear" before the softmax (§3.4) | `output_projection` | $(B, T, d_\text{model}) \to$ logits $(B, T, V)$ |
 #
 # The final softmax of Figure 1 lives in the loss (`LabelSmoothedCrossEntropy`
 # computes log-softmax and cross-entropy together) and in decoding.
@@ -67,7 +67,7 @@ print(f"\n{model.num_parameters():,} parameters")
 # parts, as at the top of lessons 3 to 10.
 
 # %%
-from minitrans.tools.diagrams import draw_architecture
+from minitrans_course.diagrams import draw_architecture
 
 _, ax = plt.subplots(figsize=(9, 10))
 draw_architecture(config, ax=ax)
@@ -167,7 +167,7 @@ del big_model
 
 # %% [markdown]
 # (`tgt_embed` is missing from the list because it owns nothing: it reads
-# `src_embed`'s table, and the generator owns only its bias.)
+# `src_embed`'s table, and the output projection owns only its bias.)
 # With the weight sharing of §3.4 we get 63.1M, about 3% below the paper's 65M
 # (the paper gives its vocabulary only as "about 37000", and does not list
 # its count in more detail). Without sharing, the three $37000 \times 512$
@@ -357,7 +357,7 @@ plt.show()
 # feeds every decoder layer). So we check the whole model, from token ids to
 # the label-smoothed loss, with padding in source and target and dropout on
 # (the checker replays the same dropout masks at each evaluation).
-# `gradcheck_report.tiny_model` builds it: $V = 7$, $d_\text{model} = 4$,
+# `minitrans.gradcheck.tiny_model` builds it: $V = 7$, $d_\text{model} = 4$,
 # $h = 2$, $d_{ff} = 8$, one layer per stack, parameters randomised, wrapped
 # with its loss so that `forward` returns a scalar. Central differences cost
 # four forwards per parameter, which is why it is tiny.
@@ -374,8 +374,8 @@ print(f"\n{len(results)} tensors, {sum(r.passed for r in results)} pass, worst r
       f"{max(r.rel_error for r in results):.1e}, {time.perf_counter() - start:.1f} s")
 
 # %% [markdown]
-# Every parameter of Figure 1, from the source embedding to the generator,
-# agrees with central differences to about nine digits or better.
+# Every parameter of Figure 1, from the source embedding to the output
+# projection, agrees with central differences to about nine digits or better.
 #
 # ### Reference and fast kernels
 #
@@ -397,7 +397,8 @@ from minitrans.core import kernels
 
 print("active kernel set:", kernels.active())
 print("pairs:", ", ".join(sorted(kernels.PAIRS)))
-#
+
+# %% [markdown]
 # ## 6. The decoder-only sibling
 #
 # Drop the encoder and the cross-attention, keep the masked self-attention
@@ -431,7 +432,7 @@ print("logits:", lm.forward(tgt_in).shape)
 # special ids. The solution is in `solutions/12_the_whole_model.py`.
 
 # %%
-from minitrans.tools.exercises_output import check_shift_right
+from minitrans_course.exercises_output import check_shift_right
 
 
 def my_shift_right(sentences, bos, eos, pad):
@@ -446,9 +447,9 @@ check_shift_right(my_shift_right);
 # ## Summary
 #
 # * `Transformer(ModelConfig(...))` is Figure 1: two embeddings, an encoder,
-#   a decoder and a generator, with named parameters; the paper's base model
-#   with shared embeddings has about 63M parameters by our count (65M in
-#   Table 3).
+#   a decoder and an output projection, with named parameters; the paper's
+#   base model with shared embeddings has about 63M parameters by our count
+#   (65M in Table 3).
 # * Teacher forcing feeds `<bos> y1 y2 y3` and trains the outputs towards
 #   `y1 y2 y3 <eos>`; `<pad>` fills batches and is masked everywhere.
 # * The model builds a padding mask for the source and a causal-and-padding

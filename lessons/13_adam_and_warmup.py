@@ -281,7 +281,9 @@ for d_model, warmup in [(512, 1000), (512, 4000), (512, 8000), (64, 4000)]:
 # \text{step}^{-0.5}$ does not depend on the warm-up). A narrower model gets
 # a larger rate, by $\sqrt{512/64} \approx 2.8$ here. minitrans's toy tasks
 # train for a few hundred to a few thousand steps, so they use a shorter
-# warm-up (`--warmup`, 400 by default) and a `--lr-factor`.
+# warm-up and a `--lr-factor`. The warm-up (`--warmup`) is 100 steps by
+# default for the `copy` and `reverse` tasks, and 400 for `translate`, `lm`,
+# `numbers`, `dates` and a corpus of one's own (`--data`).
 #
 # Try it with two sliders, warm-up and $d_\text{model}$ (they move in the
 # page, or in JupyterLab in a trusted notebook; the picture under the figure
@@ -289,7 +291,7 @@ for d_model, warmup in [(512, 1000), (512, 4000), (512, 8000), (64, 4000)]:
 
 # %%
 from IPython.display import display
-from minitrans.tools.interactive_figures import learning_rate_figure
+from minitrans_course.interactive_figures import learning_rate_figure
 
 schedule_figure = learning_rate_figure()
 display(schedule_figure)
@@ -442,7 +444,7 @@ plt.show()
 #   when the norm is at most `max_norm`).
 
 # %%
-from minitrans.tools.exercises_training import (check_adam_step, check_clip_by_global_norm,
+from minitrans_course.exercises_training import (check_adam_step, check_clip_by_global_norm,
                                                 check_learning_rate)
 
 

@@ -54,7 +54,7 @@ import numpy as np
 import minitrans
 from minitrans import decoding
 from minitrans.ops.softmax import log_softmax
-from minitrans.training import evaluation, experiment
+from minitrans.training import attention_maps, evaluation, experiment
 from minitrans.training.optim import transformer_lr
 
 # tqdm's notice; we use no progress bar
@@ -107,7 +107,8 @@ print(f"train: at most {copy_config.steps} steps of {copy_config.batch_size} pai
 #    backward run on each half of the batch in a thread of its own, and the
 #    halves' gradients are added, weighted by their share of the real
 #    tokens, before the clipping: lesson 21);
-# 5. an Adam step at the learning rate of §5.3,
+# 5. an Adam step at the learning rate of §5.3:
+#
 #    $$\text{lrate} = \text{factor} \cdot d_\text{model}^{-0.5} \cdot
 #    \min(\text{step}^{-0.5},\ \text{step} \cdot \text{warmup}^{-1.5}).$$
 #
@@ -242,7 +243,7 @@ for (source, target), output in zip(samples, outputs):
 # %% [markdown]
 # ## Where the decoder looks while copying
 #
-# `evaluation.attention_for(model, task, text)` decodes `text` greedily, then
+# `attention_maps.attention_for(model, task, text)` decodes `text` greedily, then
 # reruns the decoder on its own output and returns the source tokens, the
 # output tokens (with `<eos>`) and the cross-attention weights of the last
 # decoder layer, $(h, T_\text{out}, T_\text{src})$ as a NumPy array. Row $t$
@@ -251,7 +252,7 @@ for (source, target), output in zip(samples, outputs):
 # $h = 4$ heads.
 
 # %%
-source_tokens, output_tokens, weights = evaluation.attention_for(model, task, task.valid[0][0])
+source_tokens, output_tokens, weights = attention_maps.attention_for(model, task, task.valid[0][0])
 print("weights:", weights.shape, "(h, T_out, T_src)")
 mean_weights = weights.mean(axis=0)
 print("most attended source position for each output digit (mean of heads):",
@@ -501,7 +502,7 @@ for alpha in (0.0, 0.6, 2.0):
 
 # %%
 sentence = "the big dog did not see a small cat"
-source_tokens, output_tokens, weights = evaluation.attention_for(model, task, sentence)
+source_tokens, output_tokens, weights = attention_maps.attention_for(model, task, sentence)
 print(sentence, "->", " ".join(output_tokens[:-1]))
 print("weights:", weights.shape, "(h, T_out, T_src)")
 
@@ -522,7 +523,7 @@ plt.show()
 
 # %%
 from IPython.display import display
-from minitrans.tools.interactive_figures import attention_figure
+from minitrans_course.interactive_figures import attention_figure
 
 attention_choices = attention_figure(model, task, [sentence, "some red birds chase the cat",
                                                    "a clever fox helped the small dogs"])
@@ -568,7 +569,7 @@ plt.show()
 # float32, and a case where the length penalty changes the choice.
 
 # %%
-from minitrans.tools.exercises_decoding import check_beam_search_step
+from minitrans_course.exercises_decoding import check_beam_search_step
 
 
 def my_beam_step(log_prob, step_log_probs, finished, lengths, alpha, pad_id):

@@ -303,7 +303,7 @@ print("the weights themselves: about 63 million numbers, 240 MiB (lesson 12)")
 # of 1000.
 
 # %%
-from minitrans.tools.exercises_decoding import check_kv_cache_step
+from minitrans_course.exercises_decoding import check_kv_cache_step
 
 
 def my_cache_step(K_cache, V_cache, q, k, v):

@@ -130,15 +130,15 @@ print(f"difference {difference:,} = source embedding + encoder + {sizes['N']} cr
 # ## Its gradient
 #
 # Every layer was checked on its own, but the model wires them differently,
-# so we check the whole model with its loss: `gradcheck_report.tiny_model`
+# so we check the whole model with its loss: `minitrans.gradcheck.tiny_model`
 # builds a tiny `DecoderOnlyLM` (vocabulary 7, $d_\text{model} = 4$,
 # dropout on) with padded inputs and targets, and `check_layer` compares the
 # backward of loss and model with central differences, in float64, for
 # every parameter:
 
 # %%
-from minitrans.tools.gradcheck import check_layer, format_table
-from minitrans.tools.gradcheck_report import tiny_model
+from minitrans.gradcheck import check_layer, format_table
+from minitrans.gradcheck import tiny_model
 
 with minitrans.using(dtype="float64"):
     tiny_lm_with_loss, (tiny_inputs, tiny_targets) = tiny_model(decoder_only=True)
@@ -344,7 +344,7 @@ for prompt in ["", "the big dogs", "a clever fox did not"]:
 
 # %%
 from IPython.display import display
-from minitrans.tools.interactive_figures import sampling_filters_figure
+from minitrans_course.interactive_figures import sampling_filters_figure
 
 ids = minitrans.to_device(np.array([[BOS_ID] + vocab.encode("the big dog".split())]))  # (1, T)
 last_logits = minitrans.to_numpy(lm.forward(ids)[0, -1])  # (V,)
@@ -503,7 +503,7 @@ plt.show()
 #   ascending, $k = 1$, $k = V$, $k > V$, a row of ties and float32.
 
 # %%
-from minitrans.tools.exercises_language_models import check_next_token_targets, check_top_k_filter
+from minitrans_course.exercises_language_models import check_next_token_targets, check_top_k_filter
 
 
 def my_targets(sequences, bos_id, eos_id, pad_id):

@@ -474,7 +474,7 @@ print(f"tanh derivative against central differences: largest difference "
 
 # %%
 from minitrans.ops.activations import gelu
-from minitrans.tools.gradcheck import check_layer, format_table
+from minitrans.gradcheck import check_layer, format_table
 
 with minitrans.using(dtype="float64"):
     check_rng = np.random.default_rng(0)
@@ -505,7 +505,7 @@ for activation in ("relu", "gelu"):
 # float32 and a batch of one.
 
 # %%
-from minitrans.tools.exercises_regularisation import (check_dropout, check_gelu_backward,
+from minitrans_course.exercises_regularisation import (check_dropout, check_gelu_backward,
                                                       check_xavier_init)
 
 

@@ -39,9 +39,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
+from minitrans.core import memory_budget
 from minitrans.data import BOS_ID, EOS_ID, Vocab, pad, toy_language
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.model import memory
 from minitrans.ops.activations import gelu
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 
@@ -162,7 +162,7 @@ start = time.perf_counter()
 gpt2 = minitrans.DecoderOnlyLM(config, rng=0)
 print(f"built in {time.perf_counter() - start:.1f} s: {gpt2.num_parameters():,} parameters "
       f"(ModelConfig.parameter_count: {config.parameter_count():,}), "
-      f"{minitrans.to_numpy(gpt2.generator.params['b']).dtype}")
+      f"{minitrans.to_numpy(gpt2.output_projection.params['b']).dtype}")
 
 # %% [markdown]
 # Part by part, by summing the sizes of the arrays the model holds:
@@ -191,7 +191,7 @@ print(f"{'total':<32}{sum(parts.values()):>14,}")
 # W_O$ and three biases), $2 d\, d_{ff} + d_{ff} + d$ for the feed-forward
 # network, and two LayerNorms of $2d$: 7,087,104 numbers, twelve times. The
 # token embedding ($V \times d$) is also the output matrix, so the
-# generator adds only its bias.
+# output projection adds only its bias.
 #
 # Now the published count. OpenAI's checkpoint stores, per layer, the
 # three projections $W_Q, W_K, W_V$ as one fused matrix `attn.c_attn` of
@@ -218,7 +218,7 @@ def gpt2_checkpoint_shapes(V, d, N, d_ff, context):
 checkpoint = gpt2_checkpoint_shapes(50257, 768, 12, 3072, 1024)
 published = sum(int(np.prod(shape)) for shape in checkpoint.values())
 ours = gpt2.num_parameters()
-key_bias, output_bias = 12 * 768, gpt2.generator.params["b"].size
+key_bias, output_bias = 12 * 768, gpt2.output_projection.params["b"].size
 print(f"GPT-2 checkpoint: {len(checkpoint)} tensors, {published:,} parameters")
 print(f"minitrans:        {len(list(gpt2.named_parameters()))} tensors, {ours:,} parameters")
 print(f"difference {ours - published:+,} = output bias {output_bias:,} "
@@ -276,18 +276,19 @@ print(f"about {multiply_adds / 1e9:.1f} G multiply-adds, of which the output lay
 #
 # ### Memory for training it
 #
-# Training is another matter. `model/memory.py` estimates what training
+# Training is another matter. `core/memory_budget.py` estimates what training
 # with Adam takes: the parameters, their gradients, Adam's two moments, and
 # what the forward keeps for the backward. For one sequence of 1,024 tokens
 # and for GPT-2's own batch (512 sequences of 1,024 tokens, §2.3):
 
 # %%
-available = memory.machine_memory()
-print(f"the model's arrays:          {memory.format_bytes(memory.model_bytes(config, 4))}")
+available = memory_budget.machine_memory()
+in_words = memory_budget.format_bytes
+print(f"the model's arrays:          {in_words(memory_budget.model_bytes(config, 4))}")
 for batch in (1, 8, 512):
-    needed = memory.training_bytes(config, batch, 1024, itemsize=4)
-    print(f"training, batch {batch:>3} x 1024: {memory.format_bytes(needed):>9}"
-          f"  ({needed / available:.1f} x this machine's {memory.format_bytes(available)})")
+    needed = memory_budget.training_bytes(config, batch, 1024, itemsize=4)
+    print(f"training, batch {batch:>3} x 1024: {in_words(needed):>9}"
+          f"  ({needed / available:.1f} x this machine's {in_words(available)})")
 flops_per_token = 6 * config.parameter_count()  # forward 2, backward 4 per parameter and token
 speed = 2 * multiply_adds / min(times)  # the forward pass's FLOP/s measured above
 print(f"training on 1 billion tokens at {speed / 1e9:.0f} GFLOP/s: "
@@ -324,7 +325,7 @@ MAPPING = [  # GPT-2 checkpoint -> minitrans, and what must be done on the way
     ("h.0.mlp.c_fc.weight / .bias", "...feed_forward.W_1.W / b", "copy"),
     ("h.0.mlp.c_proj.weight / .bias", "...feed_forward.W_2.W / b", "copy"),
     ("ln_f.weight / .bias", "decoder.final_norm.gamma / beta", "copy"),
-    ("(none)", "generator.b", "set to zeros"),
+    ("(none)", "output_projection.b", "set to zeros"),
 ]
 for theirs, ours_name, how in MAPPING:
     print(f"{theirs:<32} -> {ours_name:<58} {how}")
@@ -349,7 +350,7 @@ print("\nW_Q, W_K, W_V here:", shapes_here["decoder.layers.0.self_attn.W_Q.W"],
 # * **The key bias.** The middle 768 numbers of `c_attn.bias` have no place
 #   here. Dropping them changes no attention weight (section above), so the
 #   loaded model computes the same logits.
-# * **The output bias.** minitrans's `generator.b` must be zeros.
+# * **The output bias.** minitrans's `output_projection.b` must be zeros.
 # * **The embedding scale.** minitrans's `Embedding` multiplies by
 #   $\sqrt{d_\text{model}} = 27.7$ (paper §3.4); GPT-2 does not. Because the
 #   matrix is tied to the output, it cannot simply be divided by 27.7
@@ -570,7 +571,7 @@ plt.show()
 # yet". The solution is in `solutions/19_to_gpt2.py`.
 
 # %%
-from minitrans.tools.exercises_gpt import check_decoder_only_parameter_count
+from minitrans_course.exercises_gpt import check_decoder_only_parameter_count
 
 
 def my_parameter_count(vocab_size, d_model, h, N, d_ff, max_len, tied, learned):
@@ -591,8 +592,10 @@ check_decoder_only_parameter_count(my_parameter_count);
 #   published 124,439,808 less one key bias per layer (9,216, which softmax
 #   ignores) plus minitrans's output bias (50,257).
 # * Running it is cheap (a forward pass of 16 tokens in a fraction of a
-#   second on one CPU thread); training it is not: Adam's state alone is
-#   four copies of the parameters, and GPT-2's batch needs terabytes.
+#   second on one CPU thread); training it is not: the parameters, their
+#   gradients and Adam's two moments are four copies of the model, and
+#   GPT-2's batch of 512 sequences of 1,024 tokens needs hundreds of
+#   gigabytes (677 GB by the estimate above).
 # * Loading OpenAI's weights needs a split of the fused `c_attn`, the key
 #   bias dropped, no embedding scale and a padding id that is not `!`; the
 #   `Conv1D` layout is already minitrans's.

@@ -35,7 +35,7 @@ from minitrans.interop.torch import (
     parameter_links,
     to_torch,
 )
-from minitrans.tools.gradcheck import check_layer, format_table, relative_error
+from minitrans.gradcheck import check_layer, format_table, relative_error
 
 minitrans.use("numpy", dtype="float64")   # float64 everywhere: rounding stays near 1e-16
 print("PyTorch", torch.__version__)
@@ -237,9 +237,9 @@ for link in links:
           f"{errors[link.name]:10.1e}{mark}")
 
 # %% [markdown]
-# All of them, from the source embedding to the generator, on a log scale, with
-# the $10^{-6}$ threshold of `minitrans gradcheck` and float64's machine
-# epsilon (the spacing of float64 numbers near 1) for comparison:
+# All of them, from the source embedding to the output projection, on a log
+# scale, with the $10^{-6}$ threshold of `minitrans gradcheck` and float64's
+# machine epsilon (the spacing of float64 numbers near 1) for comparison:
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 8))
@@ -473,7 +473,7 @@ print("logits of from_torch(torch_model) vs torch_model:",
 # `solutions/20_checking_against_pytorch.py`.
 
 # %%
-from minitrans.tools.exercises_basics import check_torch_in_proj
+from minitrans_course.exercises_basics import check_torch_in_proj
 
 
 def my_torch_in_proj(W_Q, W_K, W_V, b_Q, b_V):

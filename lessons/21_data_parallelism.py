@@ -113,7 +113,7 @@ for workers in (2, 3, 5):
 # `numeric_gradient` with `indices`: a sample instead of every entry):
 
 # %%
-from minitrans.tools.gradcheck import numeric_gradient, relative_error
+from minitrans.gradcheck import numeric_gradient, relative_error
 
 model = minitrans.Transformer(config, rng=0)
 parallel = DataParallel(model, LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=2)
@@ -167,7 +167,7 @@ print(f"{len(dropouts)} dropout layers; seeds of the first, model and replica: {
 # from the model's seed and the replica's number: with the same seeds, the
 # two halves of a batch would drop the same positions. Each shard's numbers
 # depend only on its rows and these seeds, so a step gives the same result
-# whichever thread finishes first (a test in `tests/test_parallel.py`
+# whichever thread finishes first (a test in `tests/library/test_parallel.py`
 # checks that three runs of a step agree bit for bit).
 #
 # ## Why it pays on a CPU
@@ -249,7 +249,7 @@ print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one"
 # weighted sum of this lesson.
 #
 # **Try it.** Give every shard the same weight: subclass the loss with a
-# `num_targets` that returns 1 (as `tests/test_parallel.py` does) and pass
+# `num_targets` that returns 1 (as `tests/library/test_parallel.py` does) and pass
 # it to `DataParallel` in `loss_and_gradients`. The comparison with the
 # whole batch fails. The central differences would still agree: they check
 # that the gradient belongs to the loss the workers compute, and that loss
@@ -272,7 +272,7 @@ print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one"
 # token, empty shards, one shard, and float32.
 
 # %%
-from minitrans.tools.exercises_training import check_combine_shard_gradients
+from minitrans_course.exercises_training import check_combine_shard_gradients
 
 
 def my_combine(grads, counts):

@@ -14,9 +14,13 @@ running anything.
 Running the lessons needs ``pip install ".[dev]"`` (jupytext, nbclient,
 ipykernel). The website is made from the stored notebooks, without running
 them, by Sphinx with the configuration in ``lessons/site/``; it needs
-``pip install ".[site]"``.
+``pip install ".[site]"``. Then the checks of ``lessons/site_checks.py`` read
+the lesson sources and the built pages (a heading lost in a code cell, a
+Markdown table shown as a paragraph, a stray ``$`` beside a formula): the
+build fails on any, one line each, naming the file.
 """
 
+import importlib.util
 import pathlib
 import re
 import shutil
@@ -120,6 +124,26 @@ def build_site(out):
                              "-d", str(source / ".doctrees"), str(source), str(out)])
     if status:
         raise SystemExit(f"build.py: Sphinx failed (exit status {status})")
+    check_site(lesson_sources(), out)
+
+
+def check_site(sources, out):
+    """Fail (SystemExit, so a non-zero exit status) on any problem that
+    lessons/site_checks.py finds in the lesson ``sources`` or in the pages built
+    in ``out``: one line each, naming the file."""
+    problems = site_checks().site_problems(sources, out)
+    if problems:
+        raise SystemExit("\n".join(f"build.py: {problem}" for problem in problems))
+
+
+def site_checks():
+    """lessons/site_checks.py, loaded from its path: build.py runs as a script
+    and is loaded by the tests from its path too, so lessons/ need not be on
+    sys.path."""
+    spec = importlib.util.spec_from_file_location("site_checks", LESSONS / "site_checks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(arguments):

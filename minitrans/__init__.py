@@ -11,8 +11,13 @@ from those listed before it:
     data      vocabulary, tokenisers, batches, the toy and real-language tasks
     decoding  greedy, beam search, sampling
     training  optimisers, data parallelism, the trainer, checkpoints
-    tools     gradient checks, exercises, plots, the command line
+    gradcheck central differences against every hand-written backward
     interop   the same model in PyTorch
+    cli       the ``minitrans`` command, one module per command
+
+The course's kit (exercise checkers, diagrams, interactive figures) is the
+package ``minitrans_course``, beside this one: it imports minitrans, and
+minitrans never imports it.
 """
 
 from minitrans.core.backend import (
@@ -46,7 +51,7 @@ from minitrans.model.input_embedding import InputEmbedding
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
 from minitrans.ops.masks import causal_mask, decoder_mask, padding_mask
-from minitrans.tools.gradcheck import check_layer
+from minitrans.gradcheck import check_layer
 from minitrans.training.optim import SGD, Adam, clip_grad_norm, transformer_lr
 
 __version__ = "0.1.0"

@@ -2,6 +2,6 @@
 
 import sys
 
-from minitrans.tools.cli import main
+from minitrans.cli.main import main
 
 sys.exit(main())

@@ -1,4 +1,9 @@
-"""Shared fixtures: every layer test runs on each available backend.
+"""What every test folder shares: every layer test runs on each available
+backend, and the helpers that tests in more than one folder use
+(``warnings_as_errors``, ``load_module``, ``tiny_trainer``; import them with
+``from tests.conftest import ...``). Each folder's own helpers are in its
+conftest.py: tests/library (gradient checks, error names), tests/cli (bad
+inputs and files), tests/course (exercise checkers).
 
 ``backend_name`` runs a test on "numpy", on "strict" (NumPy arrays that
 refuse to mix with host arrays, as CuPy's do) and on "cupy" where CuPy and a
@@ -15,9 +20,12 @@ of the suite, in CI and on a laptop, tries the same examples, so a failure
 can be reproduced and a run cannot pass or fail by the luck of its draw.
 """
 
+import importlib.util
 import os
 import signal
 import threading
+import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -25,6 +33,8 @@ from hypothesis import settings
 
 import minitrans
 from minitrans.core import backend
+from minitrans.training import experiment
+from minitrans.training.train_config import TrainConfig
 
 settings.register_profile("minitrans", derandomize=True)
 settings.load_profile("minitrans")
@@ -34,7 +44,7 @@ TIMEOUT_VARIABLE = "MINITRANS_TEST_TIMEOUT"
 # backend_name fixture (they loop over backend.available_backends()): part
 # of the CuPy leg too, though they run on NumPy and strict everywhere.
 USE_CUPY_WHERE_PRESENT = {
-    "tests/test_backend.py::test_same_seed_gives_the_same_weights_on_every_backend",
+    "tests/library/test_backend.py::test_same_seed_gives_the_same_weights_on_every_backend",
 }
 
 
@@ -174,3 +184,52 @@ def device():
         return backend.to_device(np.asarray(values), dtype=dtype)
 
     return move
+
+
+# ------------------------------------------------------ helpers of every folder
+
+
+@contextmanager
+def warnings_as_errors():
+    """Every warning inside the block is an error, but one that OpenBLAS can
+    raise for nothing.
+
+    Some of OpenBLAS's kernels leave the processor's invalid-operation flag
+    set after a product of finite numbers, and NumPy, which reads that flag
+    after every ufunc, then warns "invalid value encountered in matmul" (the
+    symptom of numpy/numpy#24067 and OpenMathLib/OpenBLAS#1924). Our CI met
+    it once, in a layer norm's mean of five float32 numbers near 1e-4, and
+    we could not make it happen again on purpose. Ignoring that one message
+    loses nothing: a real invalid operation in a product (inf * 0, inf - inf)
+    leaves a NaN in the result, which every test using this block checks
+    for, and an overflow in a
+    product is still an error (``tests/project/test_helpers.py`` shows both).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings(
+            "ignore", message="invalid value encountered in matmul", category=RuntimeWarning
+        )
+        yield
+
+
+def load_module(path, name):
+    """The Python file at ``path`` imported as a module called ``name``: the
+    lessons' builder and solutions are scripts, not part of the package."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TINY_SIZES = {"d_model": 16, "h": 2, "N": 1, "d_ff": 32, "dropout": 0.1}
+
+
+def tiny_trainer(out_dir, task="copy", log=lambda message: None, **settings):
+    """A trainer of a tiny model writing into ``out_dir``: 6 steps, an
+    evaluation every 3 on 20 held-out pairs, never stopping early unless
+    ``settings`` (TrainConfig fields) ask."""
+    values = dict(steps=6, batch_size=16, warmup=4, eval_every=3, eval_pairs=20,
+                  target_exact_match=1.1, out_dir=str(out_dir))
+    config = TrainConfig(task=task, **{**values, **settings})
+    return experiment.new_trainer(config, TINY_SIZES, progress=False, log=log)

@@ -1,6 +1,6 @@
 """Solution to the exercise of lesson 2 (02_softmax_and_similarity): softmax.
 
-Check it with ``minitrans.tools.exercises.check_softmax(softmax)``.
+Check it with ``minitrans_course.exercises.check_softmax(softmax)``.
 """
 
 import numpy as np

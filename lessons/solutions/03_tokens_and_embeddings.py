@@ -1,7 +1,7 @@
 """Solutions to the exercises of lesson 3 (tokens and embeddings): one
 byte-pair-encoding merge, checked by ``check_bpe_merge``, and the embedding's
 backward, checked by ``check_embedding_backward`` (both in
-``minitrans.tools.exercises_embedding``)."""
+``minitrans_course.exercises_embedding``)."""
 
 import collections
 

@@ -1,7 +1,7 @@
 """Solution to the exercise of lesson 4 (04_positional_encoding): the
 sinusoidal positional-encoding table of the paper, §3.5.
 
-Check it with ``minitrans.tools.exercises.check_positional_encoding(positional_encoding)``.
+Check it with ``minitrans_course.exercises.check_positional_encoding(positional_encoding)``.
 """
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Solution to the exercise of lesson 6 (masks): the decoder's self-attention
-mask, checked by ``minitrans.tools.exercises_masks_heads.check_decoder_mask``."""
+mask, checked by ``minitrans_course.exercises_masks_heads.check_decoder_mask``."""
 
 import numpy as np
 

@@ -1,6 +1,6 @@
 """Solutions to the exercises of lesson 7 (multi-head attention): splitting
 the features into heads and merging them back, checked by ``check_split_heads``
-and ``check_merge_heads`` in ``minitrans.tools.exercises_masks_heads``."""
+and ``check_merge_heads`` in ``minitrans_course.exercises_masks_heads``."""
 
 
 def split_heads(x, h):

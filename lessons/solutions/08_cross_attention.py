@@ -1,6 +1,6 @@
 """Solution to the exercise of lesson 8 (cross-attention): one head of
 cross-attention, checked by
-``minitrans.tools.exercises_masks_heads.check_cross_attention``."""
+``minitrans_course.exercises_masks_heads.check_cross_attention``."""
 
 import numpy as np
 

@@ -1,6 +1,6 @@
 """Solution to the exercise of lesson 9 (residual connections and layer
 normalisation): the layer norm forward, checked by
-``minitrans.tools.exercises.check_layernorm``."""
+``minitrans_course.exercises.check_layernorm``."""
 
 import numpy as np
 

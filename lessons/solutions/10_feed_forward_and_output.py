@@ -1,9 +1,9 @@
 """Solutions to the exercises of lesson 10 (the feed-forward network and the
 output layer): top-p (nucleus) filtering, checked by
-``minitrans.tools.exercises.check_top_p``; the feed-forward network's backward
+``minitrans_course.exercises.check_top_p``; the feed-forward network's backward
 and the label-smoothed loss's gradient, checked by
 ``check_feedforward_backward`` and ``check_loss_backward`` in
-``minitrans.tools.exercises_output``."""
+``minitrans_course.exercises_output``."""
 
 import numpy as np
 

@@ -1,6 +1,6 @@
 """Solution to the exercise of lesson 12 (the whole model): the decoder's
 input and target for teacher forcing, checked by
-``minitrans.tools.exercises_output.check_shift_right``."""
+``minitrans_course.exercises_output.check_shift_right``."""
 
 import numpy as np
 

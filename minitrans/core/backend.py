@@ -33,10 +33,8 @@ import os
 
 import numpy as np
 
-# checks imports this module too; each uses the other only inside functions,
-# so either may be imported first.
-from minitrans.core import checks
 from minitrans.core import kernels as _kernels
+from minitrans.core import value_checks
 
 BACKENDS = ("numpy", "cupy", "strict")
 DTYPES = ("float32", "float64")
@@ -56,8 +54,8 @@ def _ensure_initialised():
         return
     name = os.environ.get("MINITRANS_BACKEND", "numpy") or "numpy"
     dtype = os.environ.get("MINITRANS_DTYPE", "float32") or "float32"
-    checks.check_choice("MINITRANS_BACKEND", name, BACKENDS)
-    checks.check_choice("MINITRANS_DTYPE", dtype, DTYPES)
+    value_checks.check_choice("MINITRANS_BACKEND", name, BACKENDS)
+    value_checks.check_choice("MINITRANS_DTYPE", dtype, DTYPES)
     _state.update(name=name, xp=_load(name), dtype=np.dtype(dtype))
     _kernels.active()  # reads and checks MINITRANS_KERNELS
 
@@ -91,7 +89,7 @@ def _load_cupy():
 
 
 def _load(name):
-    checks.check_choice("backend", name, BACKENDS)
+    value_checks.check_choice("backend", name, BACKENDS)
     if name == "numpy":
         return np
     if name == "cupy":
@@ -104,7 +102,7 @@ def _load(name):
 
 def _check_dtype(dtype):
     name = np.dtype(dtype).name if _is_dtype_like(dtype) else dtype
-    checks.check_choice("dtype", name, DTYPES)
+    value_checks.check_choice("dtype", name, DTYPES)
     return np.dtype(name)
 
 
@@ -127,7 +125,7 @@ def use(name=None, dtype=None, kernels=None):
     if kernels is not None:
         _kernels.use(kernels)
     if name is not None:
-        checks.check_choice("backend", name, BACKENDS)
+        value_checks.check_choice("backend", name, BACKENDS)
         _state["xp"] = _load(name)
         _state["name"] = name
     if dtype is not None:
@@ -258,7 +256,7 @@ def host_rng(seed_or_rng=None):
     if seed_or_rng is None:
         seed_or_rng = 0
     parts = seed_or_rng if isinstance(seed_or_rng, tuple) else (seed_or_rng,)
-    if not parts or not all(checks.is_int(part, low=0) for part in parts):
+    if not parts or not all(value_checks.is_int(part, low=0) for part in parts):
         raise TypeError(
             "rng: expected a non-negative int seed, a tuple of them or a numpy.random.Generator, "
             f"got {seed_or_rng!r}"

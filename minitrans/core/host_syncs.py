@@ -5,7 +5,7 @@ to a host value (``float(x)``, ``int``, ``bool``, ``.item()``, ``.tolist()``,
 ``.get()``, formatting it) makes the CPU wait until everything queued before
 it has run. A few such waits per training step cost nothing; one per layer
 stalls the GPU at every layer. The strict backend reports each conversion
-here, so tests can count them on a CPU (``tests/test_host_syncs.py`` holds a
+here, so tests can count them on a CPU (``tests/library/test_host_syncs.py`` holds a
 training step and a decoded token to a budget).
 """
 

@@ -16,7 +16,7 @@ with the environment variable ``MINITRANS_KERNELS=reference``. The setting is
 one for the whole process, not per thread: ``DataParallel`` runs the layers
 on worker threads, and they must run the set the caller chose.
 
-Every pair is kept in ``PAIRS`` (name -> pair), which ``tests/test_kernels.py``
+Every pair is kept in ``PAIRS`` (name -> pair), which ``tests/library/test_kernels.py``
 walks to check that fast equals reference and ``benchmarks/kernels.py`` walks
 to time them.
 """

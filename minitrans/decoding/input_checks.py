@@ -9,8 +9,7 @@ the argument, what was expected and what was given:
                                 whole at the first step (``minitrans.model.kvcache``)
 """
 
-from minitrans.core import backend, checks
-from minitrans.model import memory
+from minitrans.core import backend, checks, memory_budget
 from minitrans.model.config import ModelConfig
 
 KIND_NAMES = {
@@ -79,12 +78,12 @@ def row_bytes(config, source_length=0, itemsize=None):
 
 def most_rows(config, source_length=0, available=None):
     """How many rows fit in ``available`` bytes (default: the machine's
-    memory, as ``minitrans.model.memory`` counts it) beside the model; None where the
-    system does not say how much memory it has."""
-    available = memory.machine_memory() if available is None else available
+    memory, as ``minitrans.core.memory_budget`` counts it) beside the model;
+    None where the system does not say how much memory it has."""
+    available = memory_budget.machine_memory() if available is None else available
     if available is None:
         return None
-    room = available - memory.model_bytes(config)
+    room = available - memory_budget.model_bytes(config)
     return max(0, room // row_bytes(config, source_length))
 
 
@@ -95,11 +94,12 @@ def check_rows_fit(name, rows, config, source_length=0, what="rows"):
     has the sizes to count (a test's stand-in model has not)."""
     if not isinstance(config, ModelConfig):
         return
-    available = memory.machine_memory()
+    available = memory_budget.machine_memory()
     most = most_rows(config, source_length, available)
     if most is None or rows <= most:
         return
     where = "the GPU" if backend.backend_name() == "cupy" else "this machine"
-    each = memory.format_bytes(row_bytes(config, source_length))
+    each = memory_budget.format_bytes(row_bytes(config, source_length))
+    total = memory_budget.format_bytes(available)
     raise ValueError(f"{name}: expected at most {most} {what} decoded at once (each needs at "
-                     f"least {each}, {where} has {memory.format_bytes(available)}), got {rows}")
+                     f"least {each}, {where} has {total}), got {rows}")

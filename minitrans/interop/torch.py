@@ -20,7 +20,7 @@ How the weights correspond (minitrans computes x W, PyTorch x W^T):
     FFN W_1.W, W_1.b, W_2.W, W_2.b     linear1.weight = W_1^T, ..., linear2.bias
     *_norm.layer_norm gamma, beta      norm1/2/3.weight, norm1/2/3.bias
     Embedding W_E (V, d)               nn.Embedding.weight (V, d)
-    OutputProjection W (d, V), b       generator.weight = W^T, generator.bias
+    OutputProjection W (d, V), b       output_projection.weight = W^T, output_projection.bias
 
 minitrans has no key bias b_K: it adds q . b_K to every score of a query's
 row, and softmax ignores a constant added to a whole row, so it changes
@@ -165,10 +165,12 @@ def _embedding_links(prefix, input_embedding, torch_embedding):
         )
 
 
-def _generator_links(generator, torch_generator):
-    if "W" in generator.params:  # absent when tied to the embedding
-        yield ParameterLink("generator.W", generator, "W", torch_generator.weight, transpose=True)
-    yield ParameterLink("generator.b", generator, "b", torch_generator.bias)
+def _output_projection_links(projection, torch_projection):
+    if "W" in projection.params:  # absent when tied to the embedding
+        yield ParameterLink(
+            "output_projection.W", projection, "W", torch_projection.weight, transpose=True
+        )
+    yield ParameterLink("output_projection.b", projection, "b", torch_projection.bias)
 
 
 def parameter_links(model, torch_model):
@@ -184,7 +186,7 @@ def parameter_links(model, torch_model):
         _check_pair(model, torch_model, TorchLanguageModel)
         links = [*_embedding_links("embed.", model.embed, torch_model.embed),
                  *_stack_links("decoder.", model.decoder, torch_model.decoder)]
-    links += _generator_links(model.generator, torch_model.generator)
+    links += _output_projection_links(model.output_projection, torch_model.output_projection)
     order = {name: i for i, (name, _, _) in enumerate(model.named_parameters())}
     return sorted(links, key=lambda link: order[link.name])
 
@@ -219,7 +221,8 @@ def to_torch(model, device="cpu"):
         raise TypeError(
             f"model: expected a minitrans Transformer or DecoderOnlyLM, got {type(model).__name__}"
         )
-    dtype = getattr(torch, str(model.generator.params["b"].dtype))  # torch.float32 for "float32"
+    bias = model.output_projection.params["b"]
+    dtype = getattr(torch, str(bias.dtype))  # torch.float32 for "float32"
     torch_type = TorchTransformer if isinstance(model, Transformer) else TorchLanguageModel
     torch_model = torch_type(model.config).to(dtype)
     with torch.no_grad():
@@ -242,7 +245,7 @@ def from_torch(torch_model, model=None):
                         f"to_torch or built from a ModelConfig), got {type(torch_model).__name__}")
     if model is None:
         model_type = DecoderOnlyLM if torch_model.config.decoder_only else Transformer
-        dtype = str(torch_model.generator.bias.dtype).removeprefix("torch.")
+        dtype = str(torch_model.output_projection.bias.dtype).removeprefix("torch.")
         with backend.using(dtype=dtype):  # the dtype of the PyTorch model
             model = model_type(torch_model.config)
     for link in parameter_links(model, torch_model):

@@ -88,12 +88,12 @@ def _final_norm(config):
     return nn.LayerNorm(config.d_model, eps=1e-5) if config.pre_norm else None
 
 
-def _generator(config, tied_embedding):
-    generator = nn.Linear(config.d_model, config.vocab_size)
+def _output_projection(config, tied_embedding):
+    projection = nn.Linear(config.d_model, config.vocab_size)
     if tied_embedding is not None:
         # nn.Linear stores (out, in) = (V, d_model): the embedding table itself
-        generator.weight = tied_embedding.weight
-    return generator
+        projection.weight = tied_embedding.weight
+    return projection
 
 
 class TorchTransformer(nn.Module):
@@ -113,7 +113,7 @@ class TorchTransformer(nn.Module):
         decoder = nn.TransformerDecoder(_paper_dropout(nn.TransformerDecoderLayer(**options)), c.N,
                                         norm=_final_norm(c))
         self.transformer = nn.Transformer(custom_encoder=encoder, custom_decoder=decoder, **options)
-        self.generator = _generator(c, shared)
+        self.output_projection = _output_projection(c, shared)
 
     def forward(self, src, tgt_in):
         src_padding = src == self.config.pad_id
@@ -124,7 +124,7 @@ class TorchTransformer(nn.Module):
             tgt_key_padding_mask=tgt_in == self.config.pad_id,
             memory_key_padding_mask=src_padding,
         )
-        return self.generator(y)
+        return self.output_projection(y)
 
 
 class TorchLanguageModel(nn.Module):
@@ -140,9 +140,10 @@ class TorchLanguageModel(nn.Module):
         self.decoder = nn.TransformerEncoder(
             layer, c.N, norm=_final_norm(c), enable_nested_tensor=False
         )
-        self.generator = _generator(c, self.embed.embedding if c.tie_embeddings else None)
+        tied = self.embed.embedding if c.tie_embeddings else None
+        self.output_projection = _output_projection(c, tied)
 
     def forward(self, ids):
         y = self.decoder(self.embed(ids), mask=causal_mask(ids.shape[1], ids.device),
                          src_key_padding_mask=ids == self.config.pad_id)
-        return self.generator(y)
+        return self.output_projection(y)

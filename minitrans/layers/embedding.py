@@ -7,7 +7,9 @@ from minitrans.layers import init
 from minitrans.layers.module import Module
 
 # Up to this vocabulary size the backward is a one-hot matrix product; above
-# it, a scatter-add (the crossing point is measured in benchmarks/README.md).
+# it, a scatter-add: the product's cost grows with the vocabulary, the
+# scatter-add's does not (the commands that time both at this size are in
+# benchmarks/README.md, "Figures behind the code's comments").
 ONE_HOT_VOCAB = 64
 
 
@@ -92,12 +94,13 @@ def add_rows_at_reference(table, row_ids, rows):
 def add_rows_at_fast(table, row_ids, rows):
     """The same sums, two ways faster than ``add.at`` row by row. Up to
     ONE_HOT_VOCAB rows in the table, a product, one_hot^T (V, N) @ rows
-    (N, d): 1 ms against 8 for the copy task's 11 tokens. Above it, add.at on
-    the flat table, number j of row i going to element row_ids[i] * d + j,
-    a tight loop where add.at with one index per row goes through a general
-    path row by row: 1.8 ms against 10 ms for 2048 rows of 256, with the same
-    sums bit for bit. Timed against the reference by
-    ``python benchmarks/kernels.py``.
+    (N, d), which BLAS runs vectorised, where add.at goes one row at a time.
+    Above it, add.at on the flat table, number j of row i going to element
+    row_ids[i] * d + j, a tight loop where add.at with one index per row goes
+    through a general path row by row, with the same sums bit for bit. Timed
+    against the reference by ``python benchmarks/kernels.py --kernels
+    add_rows_at``: its tiny and copy configs take the product, small and base
+    the flat add.at (table in benchmarks/README.md).
     """
     xp, (vocab_size, width) = backend.get_xp(), table.shape
     if vocab_size <= ONE_HOT_VOCAB:

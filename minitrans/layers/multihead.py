@@ -31,8 +31,11 @@ class MultiHeadAttention(Module):
 
     Four separate projections, not one fused x [W_Q | W_K | W_V]: they are
     what Figure 2 draws and what a student can check against the equations.
-    The fused product gained only about 1% of a training step
-    (benchmarks/README.md), too little to hide the paper's structure.
+    The fused product gained little of a training step, the products being
+    large already, too little to hide the paper's structure: the step times
+    before and after the split, ``python benchmarks/vs_pytorch.py
+    --no-decoding`` on both commits, are in benchmarks/README.md ("Before and
+    after the layers were rebuilt").
 
     The key projection has no bias: a key bias b adds q . b to every score of
     a query's row, the same constant for every key, and softmax is blind to

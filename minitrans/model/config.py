@@ -19,7 +19,7 @@ PRESETS = {
 # The largest size a config may give, far above any model this project
 # trains: a typo such as d_model=1000000000 is refused here by name, before
 # anything is allocated (whether sizes within them fit the machine's memory
-# is judged by minitrans.model.memory). Checkpoints' records are held to
+# is judged by minitrans.core.memory_budget). Checkpoints' records are held to
 # them too.
 LIMITS = {"vocab_size": 2**24, "src_vocab_size": 2**24, "d_model": 2**16, "h": 2**10,
           "N": 2**10, "d_ff": 2**20, "max_len": 2**20, "d_k": 2**16}
@@ -116,8 +116,8 @@ class ModelConfig:
         projections W_Q, W_K, W_V (d_model x h d_k each) and W_O (h d_k x
         d_model) and the biases of Q, V and O (a key bias would change no
         score), per feed-forward network W_1, W_2 and their biases, 2 d_model
-        per LayerNorm; the embeddings and the generator, one shared matrix
-        when tied; a max_len x d_model table per embedding with learned
+        per LayerNorm; the embeddings and the output projection, one shared
+        matrix when tied; a max_len x d_model table per embedding with learned
         positions; the final LayerNorm of each stack with pre_norm. The base
         model of Table 3 has about 63 million (with a 37000-token vocabulary)."""
         d, V, width = self.d_model, self.vocab_size, self.h * self.head_width
@@ -131,7 +131,7 @@ class ModelConfig:
             count += self.N * (attention + norm)  # the decoder's cross-attention
             count += 0 if self.tie_embeddings else self.source_vocab_size * d
         count += V * d  # the (target) embedding
-        count += V + (0 if self.tie_embeddings else d * V)  # the generator
+        count += V + (0 if self.tie_embeddings else d * V)  # the output projection
         count += stacks * self.max_len * d if self.positions == "learned" else 0
         return count + (stacks * norm if self.pre_norm else 0)
 

@@ -3,15 +3,15 @@
 from minitrans.core import backend, checks
 from minitrans.layers.module import Module
 from minitrans.layers.projection import OutputProjection
+from minitrans.model.attention_weights import AttentionMapsMixin
 from minitrans.model.config import ModelConfig
 from minitrans.model.decoder import Decoder
 from minitrans.model.input_embedding import InputEmbedding
 from minitrans.model.kvcache import DecodingState, KVCache
-from minitrans.model.transformer import Transformer
 from minitrans.ops.masks import decoder_mask
 
 
-class DecoderOnlyLM(Module):
+class DecoderOnlyLM(AttentionMapsMixin, Module):
     """Next-token prediction with masked self-attention only.
 
     Take the Transformer's decoder, drop its cross-attention (there is no
@@ -21,6 +21,9 @@ class DecoderOnlyLM(Module):
     and Add & Norm as in the encoder-decoder.
 
         logits = Decoder_no_cross(InputEmbedding(ids)) W + b
+
+    ``attention_maps()`` (AttentionMapsMixin) gives the self-attention
+    weights of the last forward or step, by layer name, as the Transformer's.
 
     Inputs:
         ids: (B, T) token ids, padded with config.pad_id
@@ -44,7 +47,7 @@ class DecoderOnlyLM(Module):
             d_k=c.d_k, activation=c.activation,
         )
         tied = self.embed.embedding if c.tie_embeddings else None
-        self.generator = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
+        self.output_projection = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
 
     def forward(self, ids):
         c = self.config
@@ -52,10 +55,10 @@ class DecoderOnlyLM(Module):
         mask = decoder_mask(ids, self.config.pad_id)  # (B, T, T)
         with checks.inputs_checked():  # ids checked above: no layer checks again
             y = self.decoder.forward(self.embed.forward(ids), self_mask=mask)
-            return self.generator.forward(y)
+            return self.output_projection.forward(y)
 
     def backward(self, dlogits):
-        self.embed.backward(self.decoder.backward(self.generator.backward(dlogits)))
+        self.embed.backward(self.decoder.backward(self.output_projection.backward(dlogits)))
         return None
 
     # ------------------------------------------------------------ decoding
@@ -63,7 +66,7 @@ class DecoderOnlyLM(Module):
     def start(self, batch_size):
         """An empty state; feed a prompt to ``step`` one token at a time."""
         c = self.config
-        dtype = self.generator.params["b"].dtype
+        dtype = self.output_projection.params["b"].dtype
         caches = [
             KVCache(batch_size, c.h, c.head_width, c.max_len, dtype)
             for _ in self.decoder.layers
@@ -78,10 +81,8 @@ class DecoderOnlyLM(Module):
             x = self.embed.forward(tokens[:, None], offset=state.position)
             y = self.decoder.step(x, state.caches)
             state.position += 1
-            return self.generator.forward(y)[:, -1]
+            return self.output_projection.forward(y)[:, -1]
 
     def prefix_logits(self, prefix):
         """Logits (B, V) after ``prefix`` (B, t), recomputed from scratch."""
         return self.forward(prefix)[:, -1]
-
-    attention_maps = Transformer.attention_maps

@@ -3,6 +3,7 @@
 from minitrans.core import backend, checks
 from minitrans.layers.module import Module
 from minitrans.layers.projection import OutputProjection
+from minitrans.model.attention_weights import AttentionMapsMixin
 from minitrans.model.config import ModelConfig
 from minitrans.model.decoder import Decoder
 from minitrans.model.encoder import Encoder
@@ -11,7 +12,7 @@ from minitrans.model.kvcache import DecodingState, KVCache
 from minitrans.ops.masks import decoder_mask, padding_mask
 
 
-class Transformer(Module):
+class Transformer(AttentionMapsMixin, Module):
     """Source ids in, next-token logits of the target out (paper Figure 1).
 
         memory = Encoder(InputEmbedding_src(src))
@@ -28,6 +29,9 @@ class Transformer(Module):
     attention, so its gradient is the sum over those layers (the Decoder adds
     them up) before it flows into the encoder. Token ids get no gradient, so
     it returns None.
+
+    ``attention_maps()`` (AttentionMapsMixin) gives every attention layer's
+    weights of the last forward or step, by layer name.
 
     Inputs:
         src:    (B, T_src) source ids, padded with config.pad_id
@@ -54,7 +58,7 @@ class Transformer(Module):
         self.encoder = Encoder(c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, **options)
         self.decoder = Decoder(c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, **options)
         tied = self.tgt_embed.embedding if c.tie_embeddings else None
-        self.generator = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
+        self.output_projection = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
 
     # ------------------------------------------------------------ training
 
@@ -70,10 +74,10 @@ class Transformer(Module):
             tgt_mask = decoder_mask(tgt_in, self.config.pad_id)  # (B, T_tgt, T_tgt)
             x = self.tgt_embed.forward(tgt_in)
             y = self.decoder.forward(x, memory, self_mask=tgt_mask, memory_mask=src_mask)
-            return self.generator.forward(y)
+            return self.output_projection.forward(y)
 
     def backward(self, dlogits):
-        dy = self.generator.backward(dlogits)
+        dy = self.output_projection.backward(dlogits)
         dx_tgt, dmemory = self.decoder.backward(dy)  # dmemory: summed over layers
         self.tgt_embed.backward(dx_tgt)
         self.src_embed.backward(self.encoder.backward(dmemory))
@@ -108,24 +112,12 @@ class Transformer(Module):
             x = self.tgt_embed.forward(tokens[:, None], offset=state.position)  # (B, 1, d_model)
             y = self.decoder.step(x, state.caches, state.memory_kvs, state.memory_mask)
             state.position += 1
-            return self.generator.forward(y)[:, -1]
+            return self.output_projection.forward(y)[:, -1]
 
     def prefix_logits(self, src, prefix):
         """Logits (B, V) after ``prefix`` (B, t), recomputing everything: the
         slow path that the cache must reproduce."""
         return self.forward(src, prefix)[:, -1]
-
-    def attention_maps(self):
-        """Attention weights of the last forward or step, by layer name:
-        (B, h, T_q, T_k) arrays, for plotting."""
-        maps = {}
-        for name, module in self.named_modules():
-            if (
-                module.__class__.__name__ == "ScaledDotProductAttention"
-                and module.cache is not None
-            ):
-                maps[name.rstrip(".")] = module.attention_weights
-        return maps
 
     def _new_cache(self, batch, dtype):
         c = self.config

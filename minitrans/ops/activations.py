@@ -22,7 +22,8 @@ def gelu(a):
     ones, but smoothly: small negative inputs give small negative outputs.
     """
     xp = backend.get_xp()
-    u = _SQRT_2_OVER_PI * (a + _CUBIC * (a * a * a))  # a**3 takes NumPy ~200 times longer
+    # a * a * a: a**3 goes through NumPy's slow general pow (benchmarks/README.md)
+    u = _SQRT_2_OVER_PI * (a + _CUBIC * (a * a * a))
     return 0.5 * a * (1.0 + xp.tanh(u))
 
 

@@ -39,7 +39,7 @@ def stream_key(*parts):
 
 def mix_reference(z):
     """SplitMix64's finaliser on one Python int: the reference that the
-    array version, on every backend, must equal (tests/test_cupy_differences.py)."""
+    array version, on every backend, must equal (tests/library/test_cupy_differences.py)."""
     (a, b, c), (m1, m2) = MIX_SHIFTS, MIX_MULTIPLIERS
     z = ((z ^ (z >> a)) * m1) & MASK64
     z = ((z ^ (z >> b)) * m2) & MASK64

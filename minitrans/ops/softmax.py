@@ -10,7 +10,7 @@ Attention's softmax is a pair (``minitrans.core.kernels``):
 into the scores and, when that is safe, subtracts one maximum per block of
 scores instead of one per row. Its backward likewise:
 ``attention_softmax_backward`` runs ``softmax_backward`` or
-``softmax_backward_in_place``. ``tests/test_kernels.py`` checks that each
+``softmax_backward_in_place``. ``tests/library/test_kernels.py`` checks that each
 fast version equals its reference.
 """
 
@@ -92,8 +92,9 @@ def softmax_in_place(z, mask=None):
     (T_q, T_k) block of scores, the maximum of one head of one sequence,
     instead of one per row: any shift leaves softmax unchanged, and NumPy's
     maximum along a short last axis (the 64 keys of a row of attention
-    scores) goes row by row, 2.7 ms for (32, 8, 64, 64) scores, against
-    0.25 ms for the maxima of the 256 blocks.
+    scores) goes row by row, many times slower than the maxima of whole
+    blocks (the command that compares them, and its figures, are in
+    benchmarks/README.md, "Figures behind the code's comments").
 
     A block's shift must leave no exponent above 0 (true: it is the block's
     largest score) and no row entirely below exp's range, where the row
@@ -114,7 +115,8 @@ def softmax_in_place(z, mask=None):
     backend (``backend.on_device()``: CuPy, and the strict backend that
     stands in for it) every row gets its own maximum, with no decision.
 
-    Timed against the reference by ``python benchmarks/kernels.py``.
+    Timed against the reference by
+    ``python benchmarks/kernels.py --kernels attention_softmax``.
     """
     xp = backend.get_xp()
     shared_shift = None if backend.on_device() else _block_max_if_safe(z)

@@ -15,13 +15,13 @@ gradient of every bias. The dot products go through ``einsum``, which
 multiplies and adds in one loop and forms no ``a * b`` array.
 
 How much faster depends on the machine and on the length n of the summed
-axis; ``python benchmarks/kernels.py`` measures it (table and rule in
-benchmarks/README.md). Rows of up to about 2000 numbers (every layer-norm
-and bias sum) were summed 2 to 20 times faster by the product on every
-machine measured. For the 8000 logits of a row of the base config the
-product won 1.7 to 2.3 times on one 2-core machine and lost 2.6 times on
-another: one sum a step, under 1% of it either way, so the product stays;
-that is the length to rerun on a new machine.
+axis; ``python benchmarks/kernels.py`` measures it, and benchmarks/README.md
+("Fast kernels against their references") holds the table and the rule
+drawn from it. Rows as short as a layer norm's or a bias's favoured the
+product on every machine measured. For the long rows of the base config's
+logits the winner depends on the machine, but it is one sum a step, a small
+part of it either way, so the product stays; that is the length to rerun on
+a new machine: ``python benchmarks/kernels.py --kernels sum_last --configs base``.
 
 Float32 BLAS adds in several partial sums, so results can differ from
 NumPy's pairwise summation in the last bits; both are equally accurate for

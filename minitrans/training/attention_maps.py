@@ -109,3 +109,19 @@ def _stack(model, maps, kind, rows):
     if kind != "cross_attn":  # self-attention: as many keys as queries
         weights = weights[..., :rows]
     return backend.to_numpy(weights)
+
+
+def attention_for(model, task, text, layer=-1):
+    """Decode ``text`` greedily and return what a heat map of one layer needs:
+    (key tokens, query tokens, weights as a host array (h, T_q, T_k)).
+
+    Encoder-decoder: the cross-attention of decoder layer ``layer``; keys are
+    the source tokens, queries the output tokens with <eos>. Decoder-only
+    (``text`` is the prompt): the self-attention of layer ``layer``; keys are
+    <bos> + prompt + output[:-1], the tokens read, queries prompt + output,
+    the tokens produced. ``decode_and_attend`` has every layer and kind.
+    """
+    panels, _ = decode_and_attend(model, task, text)
+    panel = panels["decoder" if task.kind == "lm" else "cross"]
+    index = range(model.config.N)[layer]
+    return panel.keys, panel.queries, panel.weights[index]

@@ -6,13 +6,21 @@ Arrays are stored under their qualified names ("param/encoder.layers.0...");
 configs and other small records as JSON strings. ``np.load`` runs with
 ``allow_pickle=False``: opening a checkpoint never executes code from it.
 
-The record ``format_version`` says how parameters are named. Version 2 names
-the paper's sub-layers themselves ("encoder.layers.0.self_attn.W_Q.W",
-"...self_attn_norm.layer_norm.gamma"); version 1, a file without the record,
-named the Add & Norm wrapper ("encoder.layers.0.self_attn.sublayer.W_Q",
-"...self_attn.norm.gamma"). ``load_checkpoint`` renames a version-1 file's
-arrays (parameters and optimiser state) to version 2, so that it loads,
-resumes and translates as before; a newer version is refused.
+The record ``format_version`` says how parameters are named:
+
+    version 1   (no record) the Add & Norm wrapper is named:
+                "encoder.layers.0.self_attn.sublayer.W_Q", "...self_attn.norm.gamma",
+                the pre-softmax projection "generator.W"
+    version 2   the paper's sub-layers themselves: "encoder.layers.0.self_attn.W_Q.W",
+                "...self_attn_norm.layer_norm.gamma"; still "generator.W"
+    version 3   the pre-softmax projection after its class, OutputProjection:
+                "output_projection.W", "output_projection.b"
+
+``load_checkpoint`` brings an older file's arrays (parameters and optimiser
+state alike: "param/NAME", "optim/m/NAME", ...) to the current names by a
+chain of renaming steps, one per version, 1 -> 2 -> 3 (``RENAMING_STEPS``),
+so that it loads, resumes and translates as before; a newer version is
+refused.
 
 Writing goes to a temporary file in the same folder, which is flushed to
 disk and then renamed over the old checkpoint. A rename within one file
@@ -35,15 +43,18 @@ from minitrans.training import untrusted
 from minitrans.training.untrusted import CheckpointError  # callers find it here too
 
 FORMAT = "minitrans-checkpoint-1"  # the file's marker, the same in every version
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # version 1 -> 2: "<block>.sublayer.W_Q" -> "<block>.W_Q.W", "<block>.sublayer.b_1" ->
 # "<block>.W_1.b", "<block>.norm.gamma" -> "<block>_norm.layer_norm.gamma"
-_V1_RENAMES = [
+_V1_TO_V2 = [
     (re.compile(r"(self_attn|cross_attn|feed_forward)\.sublayer\.([Wb])_([QKVO12])$"),
      r"\1.W_\3.\2"),
     (re.compile(r"(self_attn|cross_attn|feed_forward)\.norm\.(gamma|beta)$"),
      r"\1_norm.layer_norm.\2"),
 ]
+# version 2 -> 3: the model's attribute "generator" -> "output_projection", right
+# after the kind of array ("param/", "optim/m/", "optim/velocity/", ...)
+_V2_TO_V3 = [(re.compile(r"^(param|optim/\w+)/generator\."), r"\1/output_projection.")]
 # A save writes TEMP_PREFIX...TEMP_SUFFIX beside the checkpoint, then renames it.
 TEMP_PREFIX, TEMP_SUFFIX = ".tmp-", ".npz"
 
@@ -126,19 +137,55 @@ def load_checkpoint(path):
             f"{path}: checkpoint format version {version}, newer than this minitrans reads "
             f"(up to {FORMAT_VERSION}); upgrade minitrans to load it"
         )
-    if version == 1:
-        arrays = {upgrade_name_v1(name): value for name, value in arrays.items()}
-        records["format_version"] = FORMAT_VERSION
-    return arrays, records
+    records["format_version"] = FORMAT_VERSION
+    return upgrade_arrays(path, arrays, version), records
 
 
-def upgrade_name_v1(name):
+def upgrade_arrays(path, arrays, version):
+    """``arrays`` of format ``version`` under their current names. A file
+    that holds an array under its old name and another under the new one
+    is refused: renaming would silently drop one of them."""
+    upgraded = {}
+    for name, value in arrays.items():
+        new_name = upgrade_name(name, version)
+        if new_name in upgraded:
+            raise CheckpointError(f"{path}: malformed checkpoint, two arrays of format version "
+                                  f"{version} are both {new_name!r} once renamed")
+        upgraded[new_name] = value
+    return upgraded
+
+
+def _renamed(name, renames):
+    for pattern, replacement in renames:
+        name = pattern.sub(replacement, name)
+    return name
+
+
+def rename_v1_to_v2(name):
     """An array's name in format version 2, from its name in version 1:
     "param/encoder.layers.0.self_attn.sublayer.W_Q" becomes
     "param/encoder.layers.0.self_attn.W_Q.W" (also under "optim/m/", ...);
     names that did not change come back as they are."""
-    for pattern, replacement in _V1_RENAMES:
-        name = pattern.sub(replacement, name)
+    return _renamed(name, _V1_TO_V2)
+
+
+def rename_v2_to_v3(name):
+    """An array's name in format version 3, from its name in version 2:
+    "param/generator.W" becomes "param/output_projection.W", "optim/m/generator.b"
+    becomes "optim/m/output_projection.b"; other names come back as they are."""
+    return _renamed(name, _V2_TO_V3)
+
+
+# RENAMING_STEPS[v] takes a name of format version v to version v + 1.
+RENAMING_STEPS = {1: rename_v1_to_v2, 2: rename_v2_to_v3}
+
+
+def upgrade_name(name, version):
+    """An array's name in the current format version, from its name in
+    ``version`` (1 <= version <= FORMAT_VERSION): the renaming steps from
+    that version on, in order."""
+    for step_from in range(version, FORMAT_VERSION):
+        name = RENAMING_STEPS[step_from](name)
     return name
 
 

@@ -132,24 +132,6 @@ def reference_text(task, target):
     return task.tokenizer.join(task.tokenizer.split(target))
 
 
-def attention_for(model, task, text, layer=-1):
-    """Decode ``text`` greedily and return what a heat map of one layer needs:
-    (key tokens, query tokens, weights as a host array (h, T_q, T_k)).
-
-    Encoder-decoder: the cross-attention of decoder layer ``layer``; keys are
-    the source tokens, queries the output tokens with <eos>. Decoder-only
-    (``text`` is the prompt): the self-attention of layer ``layer``; keys are
-    <bos> + prompt + output[:-1], the tokens read, queries prompt + output,
-    the tokens produced. ``training.attention_maps`` has every layer and kind.
-    """
-    from minitrans.training.attention_maps import decode_and_attend  # it builds on this module
-
-    panels, _ = decode_and_attend(model, task, text)
-    panel = panels["decoder" if task.kind == "lm" else "cross"]
-    index = range(model.config.N)[layer]
-    return panel.keys, panel.queries, panel.weights[index]
-
-
 # Text with fewer spaces than one per this many characters is scored by
 # characters: "2021-03-03" or "345201" is one word to sacrebleu's default
 # tokenizer, so one wrong digit would score like a wrong sentence.

@@ -5,11 +5,11 @@ import dataclasses
 import os
 
 from minitrans.core import backend
+from minitrans.core.memory_budget import check_fits, model_bytes, training_bytes
 from minitrans.data import BPE, Tokenizer, Vocab
 from minitrans.data.tasks import Task, load_task, task_from_tsv
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
-from minitrans.model.memory import check_fits, model_bytes, training_bytes
 from minitrans.model.transformer import Transformer
 from minitrans.training import checkpoint, corpus_defaults
 from minitrans.training.parallel import default_workers
@@ -122,7 +122,7 @@ def new_trainer(train_config, model_overrides=None, **trainer_options):
 
 def check_training_fits(config, train_config, task):
     """Refuse, before building it, a model whose training needs more memory
-    than the machine has (``minitrans.model.memory``)."""
+    than the machine has (``minitrans.core.memory_budget``)."""
     batch_size = min(train_config.batch_size, len(task.train))  # batches never hold more
     workers = train_config.workers or default_workers()
     needed = training_bytes(config, batch_size, task.max_length(), workers)

@@ -1,10 +1,10 @@
 """Optimisers: Adam (and AdamW) with the paper's settings, plain SGD, and
 gradient clipping. They update a model's parameters in place, by name.
 
-The update of one parameter is a pure function in
-``minitrans.training.updates`` (``adam_update``, ``sgd_update``); this module
-keeps the optimisers' state and schedules the updates: which parameters, in
-which blocks, on which threads."""
+The update of one parameter, and its equations, are written once, as a pure
+function in ``minitrans.training.updates`` (``adam_update``, ``sgd_update``);
+this module keeps the optimisers' state and schedules the updates: which
+parameters, in which blocks, on which threads."""
 
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +26,9 @@ class Optimizer:
     blocks of BLOCK_BYTES: Adam's update is a dozen passes over the weight,
     its gradient, m, v and a scratch array, and on a block of 512 KB each
     all five stay in the core's cache from one pass to the next, where a
-    whole 4 MB weight would go back to memory every pass (on 15 million
-    parameters alone 62 ms -> 32 ms; about 10% of Adam's time within a
-    training step, benchmarks/README.md). Every
+    whole 4 MB weight would go back to memory every pass. The command that
+    times blocks against a whole array, and what it measured, are in
+    benchmarks/README.md ("Figures behind the code's comments"). Every
     number is computed exactly as without blocks or threads, bit for bit.
     On CuPy the GPU runs the updates, whole, and one thread queues them (the
     strict backend takes that path too, so the tests run it).
@@ -98,7 +98,8 @@ def block(array, part):
 
 
 class SGD(Optimizer):
-    """w <- w - lr * g, or with momentum mu: v <- mu v + g,  w <- w - lr * v."""
+    """Stochastic gradient descent, with optional momentum; its update rule
+    is ``minitrans.training.updates.sgd_update``."""
 
     def __init__(self, model, lr=0.1, momentum=0.0, threads=None):
         super().__init__(model, lr, threads)
@@ -129,16 +130,11 @@ class Adam(Optimizer):
     eps = 1e-9 (§5.3); with ``weight_decay`` > 0, AdamW's decoupled decay
     (Loshchilov and Hutter, 2019).
 
-    For each parameter w with gradient g, at step t = 1, 2, ...:
-        m <- beta1 m + (1 - beta1) g            running mean of g
-        v <- beta2 v + (1 - beta2) g^2          running mean of g^2
-        m_hat = m / (1 - beta1^t),  v_hat = v / (1 - beta2^t)   (m, v start at 0)
-        w <- w - lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * w)
-
-    Dividing by sqrt(v_hat) gives every weight a step of about lr, whatever
-    the scale of its gradient. The decay term is added to the step, not to
-    the gradient, so Adam's scaling does not weaken it. The update itself is
-    ``minitrans.training.updates.adam_update``.
+    The equations, and why they give every weight a step of about lr, are
+    the docstring of ``minitrans.training.updates.adam_update_reference``,
+    whose code reads as them; each step calls ``adam_update`` on every
+    parameter. This class keeps m and v for each parameter (zeros at first)
+    and the step count t.
     """
 
     def __init__(self, model, lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, threads=None):

@@ -140,9 +140,10 @@ class DataParallel:
     def _add_replica_gradients(self, used):
         """model.grads += the grads of replicas 1 .. used - 1, on all the
         workers: each thread sums the gradients of some of the parameters
-        (dealt out largest first), so no array is written by two threads.
-        On one thread the copy config's 15 million parameters take about
-        10 ms; spread out, the step is about 5% faster (benchmarks/README.md)."""
+        (dealt out largest first), so no array is written by two threads,
+        and neither thread waits while the other adds them all (the A/B
+        runs that kept this: benchmarks/README.md, "What made it faster,
+        measured", third round)."""
         if used < 2:
             return
         jobs = []  # (the model's gradient, the replicas' gradients of the same parameter)

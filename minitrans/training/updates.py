@@ -1,10 +1,14 @@
 """The optimisers' updates, as pure functions of one parameter's arrays.
 
-Each updates ``param`` (and its optimiser state) in place, from ``grad``;
-``minitrans.training.optim`` decides which parameters, in which blocks and
-on which threads. ``adam_update`` is a kernel pair
-(``minitrans.core.kernels``): the reference reads as the paper's equations,
-the fast version computes the same numbers in one scratch array.
+This module is where the update rules are written, once: SGD's in
+``sgd_update``, Adam's in ``adam_update_reference``, whose code reads as the
+equations of its docstring. Each function updates ``param`` (and its
+optimiser state) in place, from ``grad``; the optimisers of
+``minitrans.training.optim`` keep that state and decide which parameters,
+in which blocks and on which threads, and compute no update of their own.
+``adam_update`` is a kernel pair (``minitrans.core.kernels``): the
+reference, and a fast version that computes the same numbers in one
+scratch array (``tests/library/test_kernels.py`` holds them equal).
 """
 
 from minitrans.core import backend, kernels
@@ -21,12 +25,17 @@ def sgd_update(param, grad, lr, velocity=None, momentum=0.0):
 
 def adam_update_reference(param, grad, m, v, t, lr, betas, eps, weight_decay=0.0):
     """One Adam step (Kingma and Ba, 2015) at step t = 1, 2, ..., with AdamW's
-    decoupled weight decay (Loshchilov and Hutter, 2019):
+    decoupled weight decay (Loshchilov and Hutter, 2019). For a parameter w
+    with gradient g:
 
         m <- beta1 m + (1 - beta1) g            running mean of g
         v <- beta2 v + (1 - beta2) g^2          running mean of g^2
         m_hat = m / (1 - beta1^t),  v_hat = v / (1 - beta2^t)   (m, v start at 0)
         w <- w - lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * w)
+
+    Dividing by sqrt(v_hat) gives every weight a step of about lr, whatever
+    the scale of its gradient. The decay term is added to the step, not to
+    the gradient, so Adam's scaling does not weaken it.
     """
     beta1, beta2 = betas
     m[...] = beta1 * m + (1 - beta1) * grad
@@ -39,8 +48,10 @@ def adam_update_reference(param, grad, m, v, t, lr, betas, eps, weight_decay=0.0
 def adam_update_fast(param, grad, m, v, t, lr, betas, eps, weight_decay=0.0):
     """The reference's step with one scratch array instead of eight: every
     array operation writes in place, and the bias corrections are Python
-    floats folded into the scalars (sqrt(v * s) = sqrt(v) * sqrt(s)). Timed
-    against the reference by ``python benchmarks/kernels.py``."""
+    floats folded into the scalars (sqrt(v * s) = sqrt(v) * sqrt(s)): fewer
+    passes over memory, fewer fresh arrays. Timed against the reference by
+    ``python benchmarks/kernels.py --kernels adam_update`` (table in
+    benchmarks/README.md)."""
     xp = backend.get_xp()
     beta1, beta2 = betas
     m *= beta1

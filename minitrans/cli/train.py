@@ -1,0 +1,247 @@
+"""``minitrans train``: train a model on a built-in task or a TSV corpus.
+
+A run never overwrites another: a new run goes into a folder without a
+checkpoint (``training.run_folder``), a resumed one refuses flags that would
+make it another run (``cli.resume_flags``), and Ctrl-C saves first.
+"""
+
+import dataclasses
+import os
+import sys
+
+from minitrans.cli import flags, resume_flags
+from minitrans.data import corpus
+from minitrans.data.bpe import MAX_MERGES
+from minitrans.data.tasks import TASKS
+from minitrans.layers.positional import POSITIONS
+from minitrans.model.config import LIMITS, ModelConfig
+from minitrans.ops.activations import ACTIVATIONS
+from minitrans.training import (corpus_defaults, evaluation, experiment, interrupt, run_folder,
+                                stopping)
+from minitrans.training.parallel import MAX_WORKERS
+from minitrans.training.train_config import TrainConfig
+
+
+def per_task(key):
+    """The default of a train flag for each task, in words, read from
+    ``experiment.TASK_DEFAULTS`` (else the TrainConfig or ModelConfig
+    default): "copy 2000, reverse 3000, translate 3000, --data 20000, lm 4000",
+    where "--data" stands for TASK_DEFAULTS' "tsv", a user's corpus, or
+    "--data 4, the built-in tasks none" where only that one differs."""
+    fallback = {f.name: f.default for config in (TrainConfig, ModelConfig)
+                for f in dataclasses.fields(config)}
+    values = {task: {**sections["model"], **sections["train"]}.get(key, fallback.get(key))
+              for task, sections in experiment.TASK_DEFAULTS.items()}
+    shown = {task: "none" if value is None else str(value) for task, value in values.items()}
+    if len(set(shown.values())) == 1:
+        return next(iter(shown.values()))
+    others = {value for task, value in shown.items() if task != "tsv"}
+    if len(others) == 1:  # only a corpus of one's own differs
+        return f"--data {shown['tsv']}, the built-in tasks {others.pop()}"
+    return ", ".join(f"{'--data' if task == 'tsv' else task} {value}"
+                     for task, value in shown.items())
+
+
+def add_parsers(commands):
+    train = commands.add_parser(
+        "train", help="train a model on a toy task or a TSV corpus",
+        description="Train a model on a built-in task or on your own TSV corpus. Sizes and "
+        "schedule default per task (shown below as 'copy 2000, reverse 3000, ...'), and "
+        "training on your own corpus has its own ('--data ...'). Every --eval-every steps: "
+        "held-out loss, token accuracy, exact match and a checkpoint. A progress bar is drawn "
+        "only when standard error is a terminal; otherwise a line of training loss, learning "
+        "rate and tokens/s per evaluation.",
+        formatter_class=flags.HelpFormatter,
+    )
+
+    def flag(name, key, meaning, **options):
+        train.add_argument(name, **options, help=f"{meaning} (default: {per_task(key)})")
+
+    train.add_argument("task", choices=list(TASKS),  # the registry: data.tasks.TASKS
+                       help="the task (translate with --data: your own corpus)")
+    train.add_argument("--data", help="training pairs, one 'source<TAB>target' per line (UTF-8) "
+                       "(default: the task's own generated data)")
+    train.add_argument("--valid", help="held-out pairs (default: a fixed slice of --data)")
+    train.add_argument(
+        "--level", choices=["bpe", "char", "word"],
+        help="tokens of --data: bpe (sub-words learned from the training pairs: no word is "
+        "unknown unless it holds an unseen character), char, or word (default bpe)",
+    )
+    train.add_argument("--merges", type=flags.number(int, low=0, most=MAX_MERGES),
+                       help="byte-pair merges learned at --level bpe (default: every pair seen "
+                       "in at least 1 of every 100 training pairs)")
+    flags.add_device(train)
+    flag("--steps", "steps", "training steps", type=flags.step_count)
+    flag("--batch-size", "batch_size", "pairs per step", type=flags.batch_size)
+    flag("--warmup", "warmup", "steps of linear learning-rate warm-up",
+         type=flags.step_count)
+    flag("--lr-factor", "lr_factor", "multiplies the paper's learning-rate schedule", type=float)
+    flag("--eval-every", "eval_every", "steps between held-out evaluations and checkpoints",
+         type=flags.step_count)
+    flag("--target", "target_exact_match", "stop once held-out exact match reaches this (0-1)",
+         type=float, dest="target_exact_match")
+    flag("--patience", "patience", "stop once this many evaluations in a row bring no better "
+         "held-out exact match (none: never)", type=flags.step_count)
+    flag("--max-minutes", "max_minutes", "stop at the first evaluation after this many minutes "
+         "of training (none: no limit)", type=flags.positive_number)
+    train.add_argument("--seed", type=flags.non_negative_int,
+                       help="seed of the data, the weights and every step's batch (default 0)")
+    train.add_argument(
+        "--workers",
+        type=flags.size(MAX_WORKERS),
+        help="threads, each training on a shard of every batch (default 2 on cpu, 1 on gpu)",
+    )
+    flag("--d-model", "d_model", "model width d_model", type=flags.size(LIMITS["d_model"]))
+    flag("--heads", "h", "attention heads h (must divide d_model, unless --d-k)",
+         type=flags.size(LIMITS["h"]), dest="h")
+    flag("--layers", "N", "layers N of the encoder and of the decoder",
+         type=flags.size(LIMITS["N"]), dest="N")
+    flag("--d-ff", "d_ff", "inner width of the feed-forward network",
+         type=flags.size(LIMITS["d_ff"]))
+    flag("--dropout", "dropout", "dropout probability", type=flags.probability)
+    flag("--tie-embeddings", "tie_embeddings", "share one matrix between the embeddings and "
+         "the output projection", action="store_true", default=None)
+    flag("--pre-norm", "pre_norm", "LayerNorm before each sub-layer instead of after",
+         action="store_true", default=None)
+    train.add_argument("--d-k", type=flags.size(LIMITS["d_k"]),
+                       help="width d_k of each attention head (default: d_model / heads)")
+    flag("--positions", "positions", "positional encoding: the paper's sinusoids or a learned "
+         "table", choices=POSITIONS)
+    flag("--activation", "activation", "the feed-forward's non-linearity: the paper's ReLU or "
+         "GELU", choices=ACTIVATIONS)
+    train.add_argument(
+        "--out",
+        help="folder for the checkpoint and plots (default runs/TASK, or runs/NAME for "
+        "--data NAME.tsv; if that holds a checkpoint, the next free runs/TASK-2, -3, ...)",
+    )
+    train.add_argument(
+        "--resume",
+        metavar="CHECKPOINT",
+        help="continue a run from its checkpoint (its task, data, sizes, seed and warmup stay), "
+        "writing into --out (default: its folder)",
+    )
+    train.add_argument(
+        "--force", action="store_true",
+        help="replace the checkpoint of an earlier run in --out (default: refuse a folder "
+        "that holds one)"
+    )
+    train.add_argument("--no-progress", action="store_true",
+                       help="no progress bar, even on a terminal (default: a bar on a terminal)")
+    train.set_defaults(run=run)
+
+
+def run(args):
+    flags.use_device(args)
+    check_corpus_flags(args)
+    progress = not args.no_progress and sys.stderr.isatty()  # a bar floods a log file
+    if args.resume:
+        trainer = resume(args, progress)
+    else:
+        out = folder_of_new_run(args)
+        schedule = (
+            "steps",
+            "batch_size",
+            "warmup",
+            "lr_factor",
+            "eval_every",
+            "target_exact_match",
+            "patience",
+            "max_minutes",
+            "workers",
+        )
+        train_config = experiment.train_config_for(
+            args.task,
+            data=args.data,
+            valid=args.valid,
+            level=args.level,
+            merges=args.merges,
+            seed=args.seed,
+            out_dir=out,
+            **{k: getattr(args, k) for k in schedule},
+        )
+        sizes = {field: getattr(args, field) for field in resume_flags.MODEL_FIELDS}
+        trainer = experiment.new_trainer(train_config, sizes, progress=progress)
+    print(stopping.describe(trainer.config))  # first: how long this may take
+    task, model = trainer.task, trainer.model
+    print(
+        f"task {task.description}; "
+        f"{len(task.train)} training and {len(task.valid)} held-out pairs"
+    )
+    print(f"model: {model.num_parameters():,} parameters, {model.config}")
+    if trainer.config.data is not None and not args.resume:
+        given = {name for name in ("merges", "d_model") if getattr(args, name) is not None}
+        print(corpus_defaults.explain(task, trainer.config, model.config, given))
+    if trainer.config.data is not None:  # a user's corpus: can every held-out token be predicted?
+        coverage, warnings = corpus.coverage_report(task)
+        print(coverage)
+        for warning in warnings:
+            print(f"minitrans: warning: {warning}", file=sys.stderr)
+    try:
+        result = trainer.fit()
+    except interrupt.TrainingInterrupted as stop:
+        print(f"interrupted at step {stop.step}; saved {stop.checkpoint}; resume with "
+              f"minitrans train {args.task} --resume {stop.checkpoint}", file=sys.stderr)
+        return 130
+    figures = trainer.save_plots()
+    print(
+        f"held-out exact match {result['exact_match']:.1%} on {result['pairs']} pairs "
+        f"after {trainer.step} steps"
+    )
+    samples = task.valid[:5]
+    _, predictions = evaluation.exact_match(model, task, samples)
+    for (source, target), prediction in zip(samples, predictions):
+        mark = "ok " if prediction == evaluation.reference_text(task, target) else "BAD"
+        print(f"  {mark} {source!r} -> {prediction!r}")
+    best = trainer.best_evaluation()
+    print(
+        f"checkpoint: {trainer.checkpoint_path} (last)"
+        + (f", {trainer.best_checkpoint_path()} (best held-out exact match, "
+           f"{best['exact_match']:.1%} at step {best['step']})" if best else "")
+        + (f"; plots: {', '.join(figures)}" if figures else "")
+    )
+    return 0
+
+
+def check_corpus_flags(args):
+    """Refuse the flags that only a corpus (--data) uses when none is given:
+    they would be ignored, or recorded without meaning anything."""
+    if args.data is not None or args.resume:
+        return
+    for name in ("valid", "level", "merges"):
+        if getattr(args, name) is not None:
+            raise ValueError(f"--{name}: only used with --data (a corpus of your own); the "
+                             f"{args.task} task generates its own data, got --{name} "
+                             f"{getattr(args, name)}")
+
+
+def folder_of_new_run(args):
+    """--out, refused if it holds an earlier run's checkpoint (unless
+    --force) or a trainer works there; without --out the default folder, or
+    the next free numbered one, said in the first line of output."""
+    if args.out is not None:
+        run_folder.check_new_run(args.out, args.force)
+        return args.out
+    default = run_folder.default_folder(args.task, args.data)
+    run_folder.check_is_folder(default, named="the default folder")
+    if args.force:
+        run_folder.check_new_run(default, force=True)
+        return default
+    out = run_folder.free_folder(default)
+    if out != default:
+        print(f"{default} holds another run; this one writes into {out}")
+    return out
+
+
+def resume(args, progress):
+    """The trainer of --resume: flags that would make it another run
+    refused, the changed ones reported, written into --out (default: the
+    checkpoint's folder)."""
+    saved = experiment.read_run(args.resume)
+    resume_flags.check_unchanged(args, saved)
+    changed = resume_flags.changes(args, saved)
+    out = args.out if args.out is not None else (os.path.dirname(args.resume) or ".")
+    trainer = experiment.resume_from(saved, out, changed, progress=progress)  # checks the rest
+    resume_flags.check_steps(args, saved, changed)
+    run_folder.check_resume_into(out, args.resume, args.force)
+    print(resume_flags.describe(saved, changed) + (f"; writing into {out}" if args.out else ""))
+    return trainer

@@ -1,0 +1,303 @@
+"""Every fast kernel equals its reference (``minitrans.core.kernels``), the
+comparison is shown catching a wrong fast version, the switch reads the
+environment and the API and refuses unknown sets, and the whole model
+passes its gradient check and trains on both kernel sets.
+
+Tolerances, as the largest difference over the largest reference value of
+each output (a norm-wise relative error):
+  float64: 1e-12, as the issue asks; the pairs differ only in summation order
+      and in where scalars are folded in, about 1e-16 per operation.
+  float32: 1e-5. The sums run over at most a few thousand numbers, and BLAS
+      adds them in blocks where NumPy adds pairwise: each ordering is off by
+      a few units of 6e-8 times the square root of the length. The largest
+      term is the shared shift of ``softmax_in_place``: a score up to 60 below
+      its block's maximum is rounded to 60 * 6e-8 / 2 = 2e-6 before exp turns
+      that into a relative error of the same size.
+"""
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import minitrans
+from minitrans.core import backend, kernels
+from minitrans.layers import dropout, embedding, layernorm, loss  # noqa: F401  (their pairs)
+from minitrans.ops import softmax, sums  # noqa: F401
+from minitrans.ops.random_bits import stream_key
+from minitrans.gradcheck import tiny_model
+from minitrans.training import experiment, updates  # noqa: F401
+from minitrans.training.trainer import TrainConfig
+from tests.library.conftest import assert_gradcheck, assert_names
+
+TOLERANCE = {"float64": 1e-12, "float32": 1e-5}
+
+
+class Draw:
+    """Seeded inputs on the current backend and dtype: two Draws of one
+    seed give the reference and the fast version the same, fresh, arrays."""
+
+    def __init__(self, seed=0):
+        self.rng = np.random.default_rng(seed)
+
+    def normal(self, *shape, scale=1.0, shift=0.0):
+        return backend.from_host(self.rng.standard_normal(shape) * scale + shift)
+
+    def ids(self, high, *shape):
+        return backend.to_device(self.rng.integers(0, high, size=shape))
+
+    def mask(self, *shape, all_false_row=True):
+        """A random boolean mask, (..., T_q, T_k), its first row all False."""
+        host = self.rng.random(shape) > 0.3
+        if all_false_row:
+            host[..., 0, :] = False
+        return backend.to_device(host)
+
+
+def _softmax_inputs(d, shape, scale, masked):
+    return d.normal(*shape, scale=scale), (d.mask(*shape) if masked else None)
+
+
+def _attention_backward(k, d, shape, masked):
+    P = softmax.attention_softmax.reference(*_softmax_inputs(d, shape, 2.0, masked))
+    return (k(P, d.normal(*shape)),)
+
+
+def _loss_inputs(d, shape, vocab_size, scale, pad=True):
+    logits, targets = d.normal(*shape, vocab_size, scale=scale), d.ids(vocab_size, *shape)
+    real = (targets != 0) if pad else (targets >= 0)  # id 0 is padding
+    weights = real.astype(logits.dtype) / max(int(real.sum()), 1)
+    return logits, targets, weights
+
+
+def _loss(k, d, shape, vocab_size, scale):
+    logits, targets, weights = _loss_inputs(d, shape, vocab_size, scale)
+    return k(logits, targets, weights, 0.1, backend.get_xp().empty_like(logits))
+
+
+def _loss_backward(k, d, shape, vocab_size, dloss):
+    logits, targets, weights = _loss_inputs(d, shape, vocab_size, 3.0)
+    _, exps, total = loss.smoothed_cross_entropy.reference(logits, targets, weights, 0.1)
+    return (k(dloss, exps, total, targets, weights, 0.1),)
+
+
+def _layer_norm(k, d, shape):
+    D = shape[-1]
+    y, (x_hat, inv_std) = k(d.normal(*shape, scale=4.0, shift=2.0), d.normal(D), d.normal(D), 1e-5)
+    return y, x_hat, inv_std
+
+
+def _layer_norm_backward(k, d, shape):
+    D = shape[-1]
+    gamma = d.normal(D)
+    _, (x_hat, inv_std) = layernorm.layer_norm.reference(d.normal(*shape), gamma, d.normal(D), 1e-5)
+    return k(d.normal(*shape), gamma, x_hat, inv_std)
+
+
+def _add_rows(k, d, vocab_size, count):
+    table = d.normal(vocab_size, 6)
+    k(table, d.ids(vocab_size, count), d.normal(count, 6))  # many repeated ids
+    return (table,)
+
+
+def _adam(k, d, t, weight_decay):
+    param, grad, m = d.normal(37, 5), d.normal(37, 5), d.normal(37, 5, scale=0.1)
+    v = d.normal(37, 5, scale=0.1) ** 2
+    k(param, grad, m, v, t, 1e-3, (0.9, 0.98), 1e-9, weight_decay)
+    return param, m, v
+
+
+# name -> cases; a case runs a kernel on a Draw and returns the arrays to compare
+CASES = {
+    **{name: [lambda k, d: (k(d.normal(4, 7, shift=1.0)),),
+              lambda k, d: (k(d.normal(2, 3, 64)),),
+              # a batch of one, a long row; shifted, because rounding is relative to
+              # sum |x|, which for 8000 zero-mean numbers is ~100 times |sum x|
+              lambda k, d: (k(d.normal(1, 8000, shift=3.0)),)]
+       for name in ("sum_last", "mean_last", "sum_leading")},
+    **{name: [lambda k, d: (k(d.normal(4, 7), d.normal(4, 7)),),
+              lambda k, d: (k(d.normal(3, 2, 64), d.normal(3, 2, 64)),)]
+       for name in ("dot_last", "dot_leading")},
+    "attention_softmax": [
+        lambda k, d: (k(*_softmax_inputs(d, (2, 3, 5, 5), 3.0, masked=False)),),
+        lambda k, d: (k(*_softmax_inputs(d, (2, 3, 5, 6), 3.0, masked=True)),),  # row all masked
+        lambda k, d: (k(*_softmax_inputs(d, (2, 2, 4, 4), 100.0, masked=True)),),  # spread > 60
+        lambda k, d: (k(*_softmax_inputs(d, (1, 1, 1, 6), 1.0, masked=False)),),  # batch of one
+    ],
+    "attention_softmax_backward": [
+        lambda k, d: _attention_backward(k, d, (2, 3, 5, 6), masked=True),
+        lambda k, d: _attention_backward(k, d, (1, 1, 1, 4), masked=False),
+    ],
+    "layer_norm": [lambda k, d: _layer_norm(k, d, (3, 5, 16)),
+                   lambda k, d: _layer_norm(k, d, (1, 1, 8))],
+    "layer_norm_backward": [lambda k, d: _layer_norm_backward(k, d, (3, 5, 16)),
+                            lambda k, d: _layer_norm_backward(k, d, (1, 1, 8))],
+    "smoothed_cross_entropy": [
+        lambda k, d: _loss(k, d, (3, 5), 11, 3.0),  # padding targets
+        lambda k, d: _loss(k, d, (2, 4), 70, 1e3),  # large logits: no NaN
+        lambda k, d: _loss(k, d, (1, 1), 9, 1.0),
+    ],
+    "smoothed_cross_entropy_backward": [
+        lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0),
+        lambda k, d: _loss_backward(k, d, (1, 2), 70, 0.5),
+    ],
+    "add_rows_at": [lambda k, d: _add_rows(k, d, 11, 40),  # one-hot product
+                    lambda k, d: _add_rows(k, d, 100, 300)],  # flat add.at
+    "adam_update": [lambda k, d: _adam(k, d, 1, 0.0), lambda k, d: _adam(k, d, 7, 0.01)],
+}
+SAME_DISTRIBUTION_ONLY = {"dropout_keep_mask"}  # different masks for a seed, by design
+
+
+def fast_vs_reference_error(name):
+    """The largest norm-wise relative error between a pair's fast version and
+    its reference over the pair's cases (inf for a NaN or a shape mismatch)."""
+    pair, worst = kernels.PAIRS[name], 0.0
+    for case in CASES[name]:
+        expected, got = case(pair.reference, Draw(0)), case(pair.fast, Draw(0))
+        for want, have in zip(expected, got):
+            want, have = np.asarray(minitrans.to_numpy(want)), np.asarray(minitrans.to_numpy(have))
+            if want.shape != have.shape or np.isnan(want).any() or np.isnan(have).any():
+                return np.inf
+            scale = max(np.abs(want).max(initial=0.0), np.finfo(np.float64).tiny)
+            worst = max(worst, np.abs(have - want).max(initial=0.0) / scale)
+    return worst
+
+
+def test_every_pair_has_cases():
+    assert set(kernels.PAIRS) == set(CASES) | SAME_DISTRIBUTION_ONLY
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fast_equals_reference(backend_name, dtype, name):
+    with minitrans.using(dtype=dtype):
+        assert fast_vs_reference_error(name) < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_comparison_catches_a_fast_version_off_by_one_part_in_a_million(
+        monkeypatch, name):
+    pair = kernels.PAIRS[name]
+    right = pair.fast
+
+    def wrong(*args, **kwargs):
+        result = right(*args, **kwargs)
+        first = result[0] if isinstance(result, tuple) else result
+        (args[0] if first is None else first)[...] *= 1 + 1e-6  # in place kernels: the first input
+        return result
+
+    monkeypatch.setattr(pair, "fast", wrong)
+    with minitrans.using("numpy", dtype="float64"):
+        assert fast_vs_reference_error(name) > 1e-7
+
+
+@pytest.mark.parametrize("version", ["reference", "fast"])
+def test_both_dropout_masks_keep_one_minus_p_and_repeat_for_a_seed(backend_name, version):
+    draw = getattr(dropout.dropout_keep_mask, version)
+    mask = minitrans.to_numpy(draw(stream_key(3), (200, 500), 0.1))
+    again = minitrans.to_numpy(draw(stream_key(3), (200, 500), 0.1))
+    assert mask.dtype == bool and mask.shape == (200, 500)
+    np.testing.assert_array_equal(mask, again)
+    assert abs(mask.mean() - 0.9) < 5 * (0.9 * 0.1 / mask.size) ** 0.5  # five standard errors
+
+
+def test_a_pair_runs_the_version_of_the_active_set(monkeypatch):
+    monkeypatch.setattr(kernels, "PAIRS", {})
+    twice = kernels.pair(lambda x: ("reference", x), lambda x: ("fast", x), name="twice")
+    assert kernels.PAIRS == {"twice": twice}
+    with minitrans.using(kernels="fast"):
+        assert twice(1) == ("fast", 1)
+        with minitrans.using(kernels="reference"):
+            assert twice(2) == ("reference", 2)
+        assert twice(3) == ("fast", 3)  # using() restored the set
+    with pytest.raises(ValueError, match="twice"):
+        kernels.pair(twice.reference, twice.fast, name="twice")  # one pair per name
+
+
+def test_the_set_is_one_for_every_thread():
+    """DataParallel runs the layers on worker threads: they see the caller's set."""
+    seen = []
+    with minitrans.using(kernels="reference"):
+        worker = threading.Thread(target=lambda: seen.append(kernels.active()))
+        worker.start()
+        worker.join()
+    assert seen == ["reference"]
+
+
+def test_an_unknown_set_is_refused_by_name_and_changes_nothing():
+    before = kernels.active()
+    with pytest.raises(ValueError) as info:
+        minitrans.use(kernels="bogus")
+    assert str(info.value) == "kernels: expected 'fast' or 'reference', got 'bogus'"
+    with pytest.raises(ValueError):
+        with minitrans.using(kernels="quick"):
+            pass
+    assert kernels.active() == before
+
+
+def test_using_restores_the_set_after_an_error():
+    before = kernels.active()
+    with pytest.raises(RuntimeError):
+        with minitrans.using(kernels="reference" if before == "fast" else "fast"):
+            raise RuntimeError("inside")
+    assert kernels.active() == before
+
+
+def _active_set_in_a_new_process(value):
+    env = {"MINITRANS_KERNELS": value} if value is not None else {}
+    code = "import minitrans; minitrans.get_xp(); print(minitrans.core.kernels.active())"
+    environment = {k: v for k, v in os.environ.items() if k != "MINITRANS_KERNELS"}
+    return subprocess.run([sys.executable, "-c", code], env={**environment, **env},
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("value, expected", [(None, "fast"), ("", "fast"),
+                                             ("fast", "fast"), ("reference", "reference")])
+def test_the_environment_variable_chooses_the_set(value, expected):
+    result = _active_set_in_a_new_process(value)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
+def test_an_unknown_environment_value_is_refused_on_first_use():
+    result = _active_set_in_a_new_process("bogus")
+    assert result.returncode != 0
+    assert "MINITRANS_KERNELS: expected 'fast' or 'reference', got 'bogus'" in result.stderr
+
+
+# ------------------------------------------------ the whole model, on both sets
+
+
+@pytest.mark.parametrize("kernel_set", kernels.KERNEL_SETS)
+@pytest.mark.parametrize("name", ["numpy", "strict"])
+def test_whole_model_gradients_on_both_kernel_sets(name, kernel_set):
+    with minitrans.using(name, dtype="float64", kernels=kernel_set):
+        model, batch = tiny_model(tie_embeddings=True, N=1)
+        assert_gradcheck(model, *batch)
+
+
+def _losses(out_dir, steps=30):
+    config = TrainConfig(task="copy", steps=steps, batch_size=32, warmup=10, eval_every=100,
+                         eval_pairs=10, out_dir=str(out_dir), target_exact_match=1.1)
+    sizes = {"d_model": 32, "h": 2, "N": 2, "d_ff": 64, "dropout": 0.1}
+    trainer = experiment.new_trainer(config, sizes, progress=False, log=lambda message: None)
+    trainer.fit()
+    return trainer.history["loss"]
+
+
+@pytest.mark.parametrize("kernel_set", kernels.KERNEL_SETS)
+@pytest.mark.parametrize("name", ["numpy", "strict"])
+def test_a_short_training_learns_on_both_kernel_sets(tmp_path, name, kernel_set):
+    with minitrans.using(name, kernels=kernel_set):
+        losses = _losses(tmp_path / "run")
+    assert len(losses) == 30 and np.isfinite(losses).all()
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3
+
+
+def test_the_error_message_names_the_kernels_argument():
+    with pytest.raises(ValueError) as info:
+        minitrans.use(kernels=3)
+    assert_names(info, "kernels", "3")

@@ -1,0 +1,185 @@
+"""Adam, AdamW, SGD, gradient clipping and the paper's schedule, checked
+against values computed by hand from the update equations."""
+
+import math
+
+import numpy as np
+import pytest
+
+import minitrans
+from minitrans.layers.module import Module
+from minitrans.training.optim import SGD, Adam, clip_grad_norm, global_grad_norm, transformer_lr
+
+
+class Params(Module):
+    """A 'model' that is just parameters, with gradients we set by hand."""
+
+    def __init__(self, **values):
+        super().__init__()
+        for name, value in values.items():
+            self.add_param(
+                name,
+                minitrans.to_device(np.asarray(value, dtype=float), dtype=minitrans.get_dtype()),
+            )
+
+    def set_grads(self, **values):
+        for name, value in values.items():
+            self.grads[name][...] = minitrans.to_device(
+                np.asarray(value, dtype=float), dtype=minitrans.get_dtype()
+            )
+
+
+def adam_by_hand(w, grads, lr, beta1=0.9, beta2=0.98, eps=1e-9, weight_decay=0.0):
+    m = v = 0.0
+    for t, g in enumerate(grads, start=1):
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)
+        w = w - lr * (m_hat / (math.sqrt(v_hat) + eps) + weight_decay * w)
+    return w
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_three_adam_steps_match_the_equations(float64, weight_decay):
+    model = Params(w=[1.0, -2.0])
+    optimizer = Adam(model, lr=0.1, weight_decay=weight_decay)
+    gradients = [[0.5, -1.0], [0.25, 3.0], [-0.5, 0.1]]
+    for g in gradients:
+        model.set_grads(w=g)
+        optimizer.step()
+    for i, w0 in enumerate([1.0, -2.0]):
+        expected = adam_by_hand(w0, [g[i] for g in gradients], lr=0.1, weight_decay=weight_decay)
+        assert float(model.params["w"][i]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_first_adam_step_has_size_lr_whatever_the_gradient_scale(float64):
+    model = Params(a=[0.0], b=[0.0])
+    model.set_grads(a=[1e-3], b=[1e6])
+    Adam(model, lr=0.01).step()
+    np.testing.assert_allclose(minitrans.to_numpy(model.params["a"]), [-0.01], rtol=1e-5)
+    np.testing.assert_allclose(minitrans.to_numpy(model.params["b"]), [-0.01], rtol=1e-12)
+
+
+def test_adam_keeps_float32(backend_name):
+    model = Params(w=[1.0, 2.0])
+    model.set_grads(w=[0.1, 0.2])
+    Adam(model, lr=0.1).step()
+    assert model.params["w"].dtype == np.float32
+
+
+def test_adam_resumed_from_its_state_continues_exactly(float64):
+    straight, resumed = Params(w=[1.0, -1.0]), Params(w=[1.0, -1.0])
+    first = Adam(straight, lr=0.1)
+    for model, optimizer in ((straight, first), (resumed, Adam(resumed, lr=0.1))):
+        model.set_grads(w=[0.3, 0.1])
+        optimizer.step()
+    copy = Adam(resumed, lr=0.1)
+    copy.load_state_dict(first.state_dict())
+    for model, optimizer in ((straight, first), (resumed, copy)):
+        model.set_grads(w=[-0.2, 0.4])
+        optimizer.step()
+    np.testing.assert_array_equal(
+        minitrans.to_numpy(resumed.params["w"]), minitrans.to_numpy(straight.params["w"])
+    )
+    assert set(first.state_dict()) == {"step", "m/w", "v/w"}
+
+
+def test_sgd_with_and_without_momentum(float64):
+    model = Params(w=[1.0])
+    optimizer = SGD(model, lr=0.5, momentum=0.9)
+    for g in ([1.0], [1.0]):
+        model.set_grads(w=g)
+        optimizer.step()
+    # v1 = 1, w = 1 - 0.5; v2 = 0.9 + 1, w = 0.5 - 0.5 * 1.9
+    assert float(model.params["w"][0]) == pytest.approx(0.5 - 0.95)
+    plain = Params(w=[1.0])
+    plain.set_grads(w=[2.0])
+    SGD(plain, lr=0.25).step()
+    assert float(plain.params["w"][0]) == pytest.approx(0.5)
+
+
+def test_clipping_scales_to_the_limit_and_keeps_direction(float64):
+    model = Params(a=[3.0], b=[0.0])
+    model.set_grads(a=[3.0], b=[4.0])  # global norm 5
+    assert clip_grad_norm(model, 1.0) == pytest.approx(5.0)
+    np.testing.assert_allclose(minitrans.to_numpy(model.grads["a"]), [0.6])
+    np.testing.assert_allclose(minitrans.to_numpy(model.grads["b"]), [0.8])
+    assert global_grad_norm(model) == pytest.approx(1.0)
+    assert clip_grad_norm(model, 10.0) == pytest.approx(1.0)  # below the limit: unchanged
+    np.testing.assert_allclose(minitrans.to_numpy(model.grads["b"]), [0.8])
+
+
+def test_the_paper_schedule():
+    d_model, warmup = 512, 4000
+    assert transformer_lr(1, d_model, warmup) == pytest.approx(d_model**-0.5 * warmup**-1.5)
+    peak = transformer_lr(warmup, d_model, warmup)
+    assert peak == pytest.approx((d_model * warmup) ** -0.5)
+    assert (
+        transformer_lr(warmup - 1, d_model, warmup)
+        < peak
+        > transformer_lr(warmup + 1, d_model, warmup)
+    )
+    assert transformer_lr(4 * warmup, d_model, warmup) == pytest.approx(peak / 2)
+    assert transformer_lr(10, 64, 100, factor=2.0) == pytest.approx(2 * 64**-0.5 * 10 * 100**-1.5)
+    with pytest.raises(ValueError, match="step"):
+        transformer_lr(0, d_model, warmup)
+
+
+def test_bad_optimiser_arguments(float64):
+    model = Params(w=[1.0])
+    with pytest.raises(ValueError, match="betas"):
+        Adam(model, betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="weight_decay"):
+        Adam(model, weight_decay=-1.0)
+    with pytest.raises(ValueError, match="lr"):
+        Adam(model).step(lr=0.0)
+
+
+@pytest.mark.parametrize("optimizer_type", ["Adam", "SGD"])
+def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit_for_bit(
+    backend_name, optimizer_type
+):
+    import minitrans.training.optim as optim
+    from minitrans.gradcheck import tiny_model
+
+    results = []
+    # one thread and whole parameters; three threads and blocks of 64 bytes
+    # (16 float32 numbers), so that every weight matrix is cut into blocks
+    for threads, block_bytes in ((1, 2**30), (3, 64)):
+        whole, batch = tiny_model(seed=5)
+        options = {"momentum": 0.9} if optimizer_type == "SGD" else {}
+        optimizer = getattr(optim, optimizer_type)(whole.model, lr=0.01, threads=threads, **options)
+        optimizer.BLOCK_BYTES = block_bytes
+        for _ in range(3):
+            whole.zero_grad()
+            whole.forward(*batch)
+            whole.backward()
+            optimizer.step()
+        results.append([minitrans.to_numpy(p).copy() for _, p, _ in whole.model.named_parameters()])
+    assert all(np.array_equal(a, b) for a, b in zip(*results))
+
+
+def test_threads_must_be_a_positive_integer():
+    from minitrans.gradcheck import tiny_model
+    from minitrans.training.optim import Adam
+
+    with pytest.raises(ValueError, match="threads"):
+        Adam(tiny_model()[0].model, threads=0)
+
+
+def test_a_blocked_update_reaches_every_element_of_a_strided_or_large_parameter():
+    """Blocks of a large parameter cover it all; a gradient that is not
+    contiguous (so reshape would copy) makes the parameter update whole."""
+    from minitrans.layers.module import Module
+    from minitrans.training.optim import SGD
+
+    model = Module()
+    model.add_param("big", np.zeros((10, 7), dtype=np.float32))
+    optimizer = SGD(model, lr=1.0, threads=2)
+    optimizer.BLOCK_BYTES = 12  # three numbers: 24 blocks, the last one short
+    model.grads["big"][...] = 1.0
+    optimizer.step()
+    np.testing.assert_array_equal(model.params["big"], -1.0)
+    model.grads["big"] = np.ones((7, 10), dtype=np.float32).T  # a transposed view
+    optimizer.step()
+    np.testing.assert_array_equal(model.params["big"], -2.0)

@@ -1,0 +1,209 @@
+"""The GPU check (``benchmarks/device_check.py``), proven on a CPU: it
+refuses at once, in one line, where no GPU can work; its loss comparison
+agrees on two backends that should agree and fails on a wrong answer; the
+per-test time limit of ``tests/conftest.py`` fails a test that runs past it;
+``-m cupy`` picks the CuPy leg and nothing else; a section past its limit is
+stopped; and the rehearsal runs every section end to end into one report.
+"""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from minitrans.core import backend
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.join(REPO, "benchmarks")
+sys.path.insert(0, BENCHMARKS)
+
+import backend_agreement  # noqa: E402
+import device_parsing  # noqa: E402
+from benchmark_report import report  # noqa: E402
+from device_commands import run_command  # noqa: E402
+
+SCRIPT = os.path.join(BENCHMARKS, "device_check.py")
+ON_A_GPU = "cupy" in backend.available_backends()
+
+# A CuPy that is installed but finds no device, as CuPy says it on a machine
+# without one.
+NO_DEVICE_CUPY = {
+    "cupy/__init__.py": "from cupy import cuda\n",
+    "cupy/cuda/__init__.py": "from cupy.cuda import runtime\n",
+    "cupy/cuda/runtime.py": (
+        "class CUDARuntimeError(RuntimeError):\n    pass\n\n\n"
+        "def getDeviceCount():\n"
+        "    raise CUDARuntimeError('cudaErrorNoDevice: no CUDA-capable device is detected')\n"
+    ),
+}
+
+
+def run_check(out_dir, *flags, pythonpath=None, timeout=60):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [pythonpath, REPO])))
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, SCRIPT, str(out_dir), *flags], capture_output=True,
+                         text=True, timeout=timeout, env=env)
+    return run, time.perf_counter() - start
+
+
+def assert_refused_in_one_line(run, seconds, out_dir, *words):
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and seconds < 20, (run.returncode, seconds, run.stderr)
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert lines[0].startswith("device_check: no usable GPU: ")
+    for word in words:
+        assert word in lines[0], lines[0]
+    written = (out_dir / "device-check.md").read_text()
+    assert "no usable GPU" in written and lines[0].split(": ", 2)[2] in written
+
+
+# ------------------------------------------------------------ no GPU
+
+
+@pytest.mark.skipif(ON_A_GPU, reason="a GPU is here: the check would run")
+def test_without_cupy_the_check_refuses_at_once_in_one_line(tmp_path):
+    run, seconds = run_check(tmp_path / "out")
+    assert_refused_in_one_line(run, seconds, tmp_path / "out", "CuPy", "not installed")
+
+
+def test_with_cupy_but_no_device_the_check_refuses_at_once_in_one_line(tmp_path):
+    for name, text in NO_DEVICE_CUPY.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    run, seconds = run_check(tmp_path / "out", pythonpath=str(tmp_path))
+    assert_refused_in_one_line(run, seconds, tmp_path / "out", "cudaErrorNoDevice")
+
+
+# ------------------------------------------------------------ losses
+
+
+def test_numpy_and_strict_give_the_same_20_losses_with_and_without_dropout():
+    for dropout in (0.0, 0.1):
+        agreement = backend_agreement.loss_agreement("numpy", "strict", 20, dropout)
+        assert agreement["passed"] and agreement["worst"] <= 1e-3, agreement
+        assert len(agreement["losses"]["strict"]) == 20
+
+
+def test_the_loss_comparison_fails_on_a_wrong_answer():
+    losses = backend_agreement.training_losses("numpy", steps=5)
+    assert backend_agreement.compare_series(losses, losses)["passed"]
+    close = [loss * (1 + 5e-4) for loss in losses]
+    assert backend_agreement.compare_series(losses, close)["passed"]
+    wrong = list(losses)
+    wrong[3] *= 1.01  # one step off by 1%: beyond the float32 tolerance of 1e-3
+    found = backend_agreement.compare_series(losses, wrong)
+    assert not found["passed"] and found["worst_step"] == 4
+    assert found["worst"] == pytest.approx(0.01, rel=1e-6)
+    assert not backend_agreement.compare_series(losses, losses[:-1])["passed"]
+    assert not backend_agreement.compare_series(losses, [float("nan")] * 5)["passed"]
+
+
+# ------------------------------------------------------------ conftest
+
+
+def test_the_time_limit_fails_a_test_that_runs_past_it(tmp_path):
+    shutil.copy(os.path.join(REPO, "tests", "conftest.py"), tmp_path)
+    (tmp_path / "test_sleepy.py").write_text(
+        "import time\n\n\ndef test_sleeps_long():\n    time.sleep(60)\n\n\n"
+        "def test_sleeps_a_second():\n    time.sleep(1)\n\n\ndef test_quick():\n    pass\n")
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-c", os.devnull,
+               "--rootdir", str(tmp_path), str(tmp_path / "test_sleepy.py")]
+    env = dict(os.environ, PYTHONPATH=REPO, MINITRANS_TEST_TIMEOUT="0.5")
+    start = time.perf_counter()
+    limited = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert time.perf_counter() - start < 30  # the minute's sleep was cut short
+    assert limited.returncode == 1 and "2 failed, 1 passed" in limited.stdout, limited.stdout
+    message = "ran longer than the time limit of 0.5 s per test (MINITRANS_TEST_TIMEOUT)"
+    assert limited.stdout.count(message) >= 2, limited.stdout
+    del env["MINITRANS_TEST_TIMEOUT"]  # unset: no limit, the second's sleep passes
+    unlimited = subprocess.run(command + ["-k", "not long"], capture_output=True, text=True,
+                               timeout=60, env=env)
+    assert unlimited.returncode == 0 and "2 passed" in unlimited.stdout, unlimited.stdout
+
+
+def test_marker_cupy_selects_the_cupy_leg_and_nothing_else():
+    files = [f"tests/library/test_{name}.py" for name in ("linear", "backend", "decoding")]
+
+    def collected(*flags):
+        run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                              "-p", "no:cacheprovider", *flags, *files], cwd=REPO,
+                             capture_output=True, text=True, timeout=120)
+        return [line for line in run.stdout.splitlines() if "::" in line]
+
+    every = collected()
+    legs = [node for node in every if "[cupy" in node or "-cupy" in node]
+    selected = collected("-m", "cupy")
+    explicit = ("tests/library/test_backend.py::"
+                "test_same_seed_gives_the_same_weights_on_every_backend")
+    assert legs and sorted(selected) == sorted(legs + [explicit])
+
+
+# ------------------------------------------------------------ the script's parts
+
+
+def test_a_section_past_its_limit_is_stopped():
+    outcome = run_command([sys.executable, "-c", "import time; print('started', flush=True); "
+                           "time.sleep(60)"], limit=1)
+    assert outcome.timed_out and outcome.returncode is None and outcome.seconds < 10
+    assert outcome.stdout.strip() == "started"
+
+
+def test_the_readers_take_output_cut_anywhere():
+    cut = ("tests/test_a.py::test_one[cupy] PASSED\n"
+           "tests/test_a.py::test_two[cupy] FAILED\n"
+           "tests/test_a.py::test_three[cupy] SKIPPED (no GPU)\n"
+           "tests/test_b.py::test_hangs[cupy] ")
+    counts, seconds, complete = device_parsing.pytest_counts(cut)
+    assert (counts["passed"], counts["failed"], counts["skipped"], complete) == (1, 1, 1, False)
+    assert device_parsing.pytest_failures(cut) == [("tests/test_a.py::test_two[cupy]", "")]
+    assert device_parsing.pytest_last_started(cut) == "tests/test_b.py::test_hangs[cupy]"
+    whole = cut + "\nFAILED tests/test_a.py::test_two[cupy] - AssertionError: 1 != 2\n" \
+        "=== 1 failed, 1 passed, 1 skipped, 9 deselected in 3.50s ==="
+    counts, seconds, complete = device_parsing.pytest_counts(whole)
+    assert (counts["deselected"], seconds, complete) == (9, 3.5, True)
+    assert device_parsing.pytest_failures(whole) == [
+        ("tests/test_a.py::test_two[cupy]", "AssertionError: 1 != 2")]
+    table = "layer  tensor  shape  rel. error  result\nLinear (no bias)  W  (4, 5)  2.7e-12  pass"
+    assert device_parsing.gradcheck_rows(table) == [("Linear (no bias)", "W", "(4, 5)",
+                                                     2.7e-12, True)]
+
+
+def test_vs_pytorch_reports_a_gpu_run_in_the_gpu_terms():
+    memory = {"minitrans": {"peak_rss": 1, "device_bytes": 300 * 2**20},
+              "torch": {"peak_rss": 1, "device_bytes": 200 * 2**20}}
+    results = {"peak_flops": 50e12, "machine": {
+        "date": "2026-11-26", "gpu": "NVIDIA H100 80GB HBM3 (79 GiB); CUDA 13.0", "cpu": "x",
+        "cores": 16, "threads": 2, "python": "3.12.3", "numpy": "2.5.2", "device": "gpu"},
+        "configs": {"tiny": {"times": {"minitrans": [0.02], "torch": [0.01]}, "memory": memory,
+                             "profile": {"matmul_flops": None, "matmul_seconds": None}}}}
+    text = report(results)
+    assert text.startswith("2026-11-26, NVIDIA H100 80GB HBM3") and "50.0 TFLOP/s" in text
+    assert "peak GPU memory held minitrans / PyTorch" in text
+    assert "| tiny | 20 ms | 10 ms | 2.00 | n/a |" in text and "300 / 200 MB (1.50)" in text
+
+
+# ------------------------------------------------------------ end to end
+
+
+def test_the_rehearsal_runs_every_section_into_one_report(tmp_path):
+    run, seconds = run_check(tmp_path, "--rehearse", timeout=240)
+    written = (tmp_path / "device-check.md").read_text()
+    assert run.returncode in (0, 1) and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert run.stdout.strip() == f"report: {tmp_path / 'device-check.md'}"
+    assert written.startswith("# minitrans device check: rehearsal on the CPU")
+    for number, key in enumerate(["Environment report", "CuPy leg of the test suite",
+                                  "Gradient check", "20 training steps", "copy task",
+                                  "Greedy decoding", "against PyTorch"], 1):
+        assert f"\n## {number}. " in written and key in written.split(f"\n## {number}. ")[1]
+    parts = written.split("\n## ")[1:]
+    assert len(parts) == 7 and all("Status: " in part for part in parts)
+    assert all("Status: passed" in part for part in parts[1:6]), written[:3000]
+    assert "every tensor" in parts[2] and "| 20 |" in parts[3]
+    if importlib.util.find_spec("torch") is None:  # pip install ".[dev]": no reference to run
+        assert "Status: skipped" in parts[6] and "PyTorch is not installed" in parts[6]
+    else:
+        assert "Status: passed" in parts[6] and "| tiny |" in parts[6], written[:3000]
