@@ -541,3 +541,20 @@ def test_ablations_rows_are_picked_by_id_or_group(monkeypatch):
     assert picked == ["base", "A1", "A2", "A3", "A4", "E1"]
     with pytest.raises(ValueError, match="rows: expected row ids or groups"):
         ablations.select_rows(" , ")
+
+
+def test_ab_steps_times_two_checkouts_in_turn():
+    """benchmarks/ab_steps.py on one checkout against itself: a row per config,
+    two step times and their ratio; a config it does not know is refused."""
+    script = os.path.join(BENCHMARKS, "ab_steps.py")
+    checkout = str(pathlib.Path(BENCHMARKS).parent)
+    result = subprocess.run([sys.executable, script, checkout, checkout, "--configs", "tiny",
+                             "--rounds", "1"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    row = result.stdout.strip().splitlines()[-1]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[0] == "tiny" and cells[1].endswith(" ms") and cells[2].endswith(" ms")
+    assert 0.2 < float(cells[3]) < 5  # the same code: the ratio is near 1, whatever the noise
+    refused = subprocess.run([sys.executable, script, checkout, checkout, "--configs", "huge"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "huge" in refused.stderr
