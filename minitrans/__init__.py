@@ -43,6 +43,9 @@ from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.layers.positional import PositionalEmbedding, PositionalEncoding, sinusoidal_table
 from minitrans.layers.projection import OutputProjection
 from minitrans.layers.recurrent import RecurrentLayer
+from minitrans.layers.rmsnorm import RMSNorm
+from minitrans.layers.rotary import RotaryEmbedding
+from minitrans.layers.swiglu import SwiGLUFeedForward
 from minitrans.layers.add_norm import AddNorm
 from minitrans.model.config import ModelConfig
 from minitrans.model.decoder import Decoder, DecoderLayer

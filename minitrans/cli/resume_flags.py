@@ -27,6 +27,13 @@ FIXED = {
     "d_k": ("--d-k", "model"),
     "positions": ("--positions", "model"),
     "activation": ("--activation", "model"),
+    "rope_base": ("--rope-base", "model"),
+    "norm": ("--norm", "model"),
+    "norm_eps": ("--norm-eps", "model"),
+    "kv_heads": ("--kv-heads", "model"),
+    "bias": ("--no-bias", "model"),
+    "output_bias": ("--no-output-bias", "model"),
+    "scale_embedding": ("--no-scale-embedding", "model"),
     "seed": ("--seed", "train"),
     "warmup": ("--warmup", "train"),
 }

@@ -13,9 +13,10 @@ from minitrans.cli import flags, resume_flags
 from minitrans.data import corpus
 from minitrans.data.bpe import MAX_MERGES
 from minitrans.data.tasks import TASKS
+from minitrans.layers.add_norm import NORMS
+from minitrans.layers.feedforward import FEED_FORWARDS
 from minitrans.layers.positional import POSITIONS
 from minitrans.model.config import LIMITS, ModelConfig
-from minitrans.ops.activations import ACTIVATIONS
 from minitrans.training import (corpus_defaults, evaluation, experiment, interrupt, run_folder,
                                 stopping)
 from minitrans.training.parallel import MAX_WORKERS
@@ -101,14 +102,21 @@ def add_parsers(commands):
     flag("--dropout", "dropout", "dropout probability", type=flags.probability)
     flag("--tie-embeddings", "tie_embeddings", "share one matrix between the embeddings and "
          "the output projection", action="store_true", default=None)
-    flag("--pre-norm", "pre_norm", "LayerNorm before each sub-layer instead of after",
+    flag("--pre-norm", "pre_norm", "the norm before each sub-layer instead of after",
          action="store_true", default=None)
     train.add_argument("--d-k", type=flags.size(LIMITS["d_k"]),
                        help="width d_k of each attention head (default: d_model / heads)")
-    flag("--positions", "positions", "positional encoding: the paper's sinusoids or a learned "
-         "table", choices=POSITIONS)
-    flag("--activation", "activation", "the feed-forward's non-linearity: the paper's ReLU or "
-         "GELU", choices=ACTIVATIONS)
+    flag("--positions", "positions", "positional encoding: the paper's sinusoids, a learned "
+         "table, or rope (rotary: queries and keys turned by their positions, as Llama)",
+         choices=POSITIONS)
+    flag("--rope-base", "rope_base", "base of the rotary angles of --positions rope (Llama 3: "
+         "500000)", type=flags.number(float, low=1, low_open=True))
+    flag("--activation", "activation", "the feed-forward network: the paper's ReLU, GELU, or "
+         "swiglu (a gated network of three matrices, as Llama)", choices=FEED_FORWARDS)
+    flag("--norm", "norm", "normalisation: layer (the paper's LayerNorm) or rms (RMSNorm, as "
+         "Llama)", choices=NORMS)
+    flag("--norm-eps", "norm_eps", "eps of every norm", type=flags.positive_number)
+    add_modern_flags(train)
     train.add_argument(
         "--out",
         help="folder for the checkpoint and plots (default runs/TASK, or runs/NAME for "
@@ -128,6 +136,24 @@ def add_parsers(commands):
     train.add_argument("--no-progress", action="store_true",
                        help="no progress bar, even on a terminal (default: a bar on a terminal)")
     train.set_defaults(run=run)
+
+
+def add_modern_flags(train):
+    """The options of later models that have no per-task default: grouped-
+    query attention and the biases and scale that GPT-2 and Llama leave out.
+    Each defaults to None in the parser, so that --resume can tell what was given."""
+    train.add_argument("--kv-heads", type=flags.size(LIMITS["kv_heads"]),
+                       help="key/value heads of grouped-query attention, a divisor of --heads "
+                       "(default: heads, the paper's multi-head attention)")
+    train.add_argument("--no-bias", action="store_false", dest="bias", default=None,
+                       help="no biases in the attention and feed-forward projections, as Llama "
+                       "(default: biases, as the paper)")
+    train.add_argument("--no-output-bias", action="store_false", dest="output_bias",
+                       default=None, help="no bias in the output projection, as GPT-2 and "
+                       "Llama (default: a bias)")
+    train.add_argument("--no-scale-embedding", action="store_false", dest="scale_embedding",
+                       default=None, help="embeddings not multiplied by sqrt(d_model), as GPT-2 "
+                       "and Llama (default: multiplied, as the paper)")
 
 
 def run(args):

@@ -39,13 +39,27 @@ def machine_memory():
 
 def model_bytes(config, itemsize=None):
     """The arrays of a built model (``config`` a ModelConfig): its
-    parameters and the sinusoidal positional-encoding table of each stack
-    (max_len x d_model; a learned table is a parameter, counted already),
-    ``itemsize`` bytes per number (default: the backend's dtype)."""
+    parameters and its constant tables, ``itemsize`` bytes per number
+    (default: the backend's dtype). The tables: with sinusoids, the
+    positional encoding of each stack (max_len x d_model); with rotary
+    positions, the cos and sin of every self-attention (max_len x d_k / 2
+    each); a learned table is a parameter, counted already."""
     itemsize = itemsize or backend.get_dtype().itemsize
     stacks = 1 if config.decoder_only else 2
-    tables = 0 if config.positions == "learned" else stacks * config.max_len * config.d_model
+    tables = 0
+    if config.positions == "sinusoidal":
+        tables = stacks * config.max_len * config.d_model
+    elif config.positions == "rope":
+        tables = stacks * config.N * config.max_len * config.head_width
     return itemsize * (config.parameter_count() + tables)
+
+
+def kv_cache_numbers(config, positions):
+    """How many numbers the key/value caches of one decoded row hold over
+    ``positions`` positions: K and V in every decoder layer, of its
+    key/value heads only (kv_heads with grouped-query attention, h / kv_heads
+    times fewer than h) of d_k each."""
+    return config.N * 2 * config.key_value_heads * config.head_width * positions
 
 
 def training_bytes(config, batch_size, length, workers=1, itemsize=None):
@@ -55,16 +69,21 @@ def training_bytes(config, batch_size, length, workers=1, itemsize=None):
     the forward pass keeps for the backward pass of one batch, per token:
 
         per layer     ~4 h d_k (Q, K, V, the heads' output), d_ff (the
-                      feed-forward's hidden layer) and h x length (the
-                      attention weights), for each self- and cross-attention
+                      feed-forward's hidden layer; 3 d_ff for SwiGLU's gate,
+                      up and product) and h x length (the attention
+                      weights), for each self- and cross-attention
         at the top    2 x vocab_size (the logits and their gradient)
+
+    Grouped-query attention keeps as much: its kv_heads heads of K and V
+    are repeated to h for the attention, which keeps the repeated ones.
     """
     itemsize = itemsize or backend.get_dtype().itemsize
     h, V = config.h, config.vocab_size
     attention = 4 * h * config.head_width + h * length
+    hidden = config.d_ff * (3 if config.activation == "swiglu" else 1)
     layers = config.N * (1 if config.decoder_only else 2)
     cross = 0 if config.decoder_only else config.N  # the decoder's cross-attention
-    per_token = layers * (attention + config.d_ff) + cross * attention + 2 * V
+    per_token = layers * (attention + hidden) + cross * attention + 2 * V
     optimiser = (workers + 2) * config.parameter_count() * itemsize
     return model_bytes(config, itemsize) + optimiser + batch_size * length * per_token * itemsize
 

@@ -66,13 +66,14 @@ def check_length(name, value, model, prompt_length=None):
 
 def row_bytes(config, source_length=0, itemsize=None):
     """Bytes that decoding one row takes at least: the key/value caches of its
-    decoder layers, allocated at full length (max_len) at the first step, the
+    decoder layers (of the key/value heads only, with grouped-query
+    attention), allocated at full length (max_len) at the first step, the
     cross-attention's keys and values of its ``source_length`` source tokens
     (encoder-decoder), and two float64 copies of a step's logits (sampling
     draws in float64)."""
     itemsize = itemsize or backend.get_dtype().itemsize
     cached_positions = config.max_len + (0 if config.decoder_only else source_length)
-    caches = config.N * 2 * config.h * config.head_width * cached_positions  # K and V
+    caches = memory_budget.kv_cache_numbers(config, cached_positions)  # K and V
     return itemsize * caches + 8 * 2 * config.vocab_size
 
 

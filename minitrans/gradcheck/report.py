@@ -25,6 +25,9 @@ from minitrans.layers.linear import Linear
 from minitrans.layers.loss import LabelSmoothedCrossEntropy, LogSoftmax
 from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.layers.positional import PositionalEncoding
+from minitrans.layers.rmsnorm import RMSNorm
+from minitrans.layers.rotary import RotaryEmbedding
+from minitrans.layers.swiglu import SwiGLUFeedForward
 from minitrans.ops.masks import causal_mask, decoder_mask, padding_mask
 
 PAD = 0
@@ -46,8 +49,8 @@ def layer_cases(rng):
     # (1, 3, 4): query 1 may attend to no key at all
     one_row_masked = host([[[True, True, False, False], [False] * 4, [True] * 4]])
 
-    def sublayer(inner, pre_norm, dropout):
-        add_norm = AddNorm(d_model, dropout=dropout, pre_norm=pre_norm, rng=rng)
+    def sublayer(inner, pre_norm, dropout, norm="layer"):
+        add_norm = AddNorm(d_model, dropout=dropout, pre_norm=pre_norm, rng=rng, norm=norm)
         return SublayerWithAddNorm(inner, add_norm)
 
     yield "Linear", Linear(4, 5, rng=rng), (x(2, 3, 4),), {}
@@ -97,13 +100,50 @@ def layer_cases(rng):
     smoothed = LabelSmoothedCrossEntropy(0.1, pad_id=PAD)
     yield "CrossEntropy (smoothing 0.1, padding)", smoothed, (x(2, 3, 7), tgt), {}
     yield "CrossEntropy (no smoothing)", LabelSmoothedCrossEntropy(0.0), (x(2, 3, 7), tgt), {}
+    yield from modern_layer_cases(rng, x, tgt, sublayer)
     for label, options in [
         ("Transformer + loss", {}),
         ("Transformer + loss (tied, pre-norm)", {"tie_embeddings": True, "pre_norm": True}),
         ("Decoder-only LM + loss", {"decoder_only": True}),
+        ("Transformer + loss (Llama's options, kv_heads 1 of 2)", {**MODERN, "kv_heads": 1}),
+        ("Decoder-only LM + loss (Llama's options, pre-norm, kv_heads 2 of 4)",
+         {**MODERN, "decoder_only": True, "pre_norm": True, "d_model": 8, "h": 4}),
     ]:
         model, batch = tiny_model(N=1, **options)
         yield label, model, batch, {}
+
+
+# The options of Llama-like models, all at once: rotary positions, grouped-
+# query attention, RMSNorm, SwiGLU, no biases, no output bias, no embedding scale
+MODERN = dict(positions="rope", kv_heads=2, norm="rms", activation="swiglu", bias=False,
+              output_bias=False, scale_embedding=False)
+
+
+def modern_layer_cases(rng, x, tgt, sublayer):
+    """The layers after the paper, d_model 4: RMSNorm, rotary positions (2
+    heads of 2), grouped-query attention (4 heads of 1), SwiGLU, alone and
+    in Add & Norm."""
+    d_model, causal = 4, decoder_mask(tgt, PAD)
+
+    def attention(h, **options):
+        return MultiHeadAttention(d_model, h, rng=rng, **options)
+
+    yield "RMSNorm", RMSNorm(d_model), (x(2, 3, d_model),), {}
+    yield "RotaryEmbedding (offset 2)", RotaryEmbedding(4, max_len=8), (x(2, 2, 3, 4),), {
+        "offset": 2}
+    for offset in (0, 3):
+        yield f"MultiHeadAttention (rotary, masked self, offset {offset})", attention(
+            2, rope=True, max_len=8), (x(2, 3, d_model),), {"mask": causal, "offset": offset}
+    for kv_heads in (2, 1):
+        yield f"MultiHeadAttention (kv_heads {kv_heads} of 4, masked self)", attention(
+            4, kv_heads=kv_heads), (x(2, 3, d_model),), {"mask": causal}
+    yield "MultiHeadAttention (kv_heads 2 of 4, cross, no bias)", attention(
+        4, kv_heads=2, bias=False), (x(2, 3, d_model), x(2, 4, d_model)), {}
+    yield "SwiGLUFeedForward", SwiGLUFeedForward(d_model, 6, rng=rng), (x(2, 3, d_model),), {}
+    yield "SwiGLUFeedForward (no bias)", SwiGLUFeedForward(d_model, 6, rng=rng, bias=False), (
+        x(2, 3, d_model),), {}
+    yield "Add & Norm (pre-norm, RMSNorm, SwiGLU)", sublayer(
+        SwiGLUFeedForward(d_model, 6, rng=rng), True, 0.2, norm="rms"), (x(2, 3, d_model),), {}
 
 
 def run_report(backend_name=None, seed=0):

@@ -59,10 +59,11 @@ def tiny_model(decoder_only=False, tie_embeddings=False, pre_norm=False, N=2, se
     """A whole model small enough for central differences, with dropout on,
     in the current backend and dtype, and its (inputs..., targets) batch:
     padded sources and targets, so every mask is exercised. ``options`` are
-    further ModelConfig fields (d_k, positions, activation)."""
-    config = ModelConfig(vocab_size=7, d_model=4, h=2, N=N, d_ff=8, dropout=0.1, max_len=8,
-                         pre_norm=pre_norm, tie_embeddings=tie_embeddings,
-                         decoder_only=decoder_only, **options)
+    further ModelConfig fields (d_k, positions, activation, norm, kv_heads,
+    ...) or other sizes than these (d_model 4, h 2, d_ff 8)."""
+    sizes = dict(vocab_size=7, d_model=4, h=2, N=N, d_ff=8, dropout=0.1, max_len=8)
+    config = ModelConfig(**{**sizes, **options}, pre_norm=pre_norm,
+                         tie_embeddings=tie_embeddings, decoder_only=decoder_only)
     rng = backend.host_rng(seed)
     model = DecoderOnlyLM(config, rng=rng) if decoder_only else Transformer(config, rng=rng)
     randomise_params(model, rng)

@@ -221,8 +221,8 @@ def to_torch(model, device="cpu"):
         raise TypeError(
             f"model: expected a minitrans Transformer or DecoderOnlyLM, got {type(model).__name__}"
         )
-    bias = model.output_projection.params["b"]
-    dtype = getattr(torch, str(bias.dtype))  # torch.float32 for "float32"
+    _, weight, _ = next(model.named_parameters())
+    dtype = getattr(torch, str(weight.dtype))  # torch.float32 for "float32"
     torch_type = TorchTransformer if isinstance(model, Transformer) else TorchLanguageModel
     torch_model = torch_type(model.config).to(dtype)
     with torch.no_grad():

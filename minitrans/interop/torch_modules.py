@@ -64,9 +64,10 @@ def _layer_options(config):
     """nn.TransformerEncoderLayer's arguments for the paper's layer. Its
     attention has heads of d_model / h, and this mirror knows only the
     paper's ReLU and sinusoids: the later options are refused by name."""
-    given = {"d_k": config.d_k, "positions": config.positions, "activation": config.activation}
-    paper = {"d_k": None, "positions": "sinusoidal", "activation": "relu"}
-    for name, value in given.items():
+    paper = {"d_k": None, "positions": "sinusoidal", "activation": "relu", "norm": "layer",
+             "norm_eps": 1e-5, "kv_heads": None, "bias": True, "output_bias": True,
+             "scale_embedding": True}
+    for name, value in ((name, getattr(config, name)) for name in paper):
         if value != paper[name]:
             raise ValueError(f"config.{name}: the PyTorch mirror builds the paper's model, "
                              f"{name}={paper[name]!r}; got {value!r}")

@@ -5,6 +5,17 @@ from minitrans.core import backend, checks
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.layernorm import LayerNorm
 from minitrans.layers.module import Module
+from minitrans.layers.rmsnorm import RMSNorm
+
+# A model's choices of normalisation (ModelConfig.norm): the paper's
+# LayerNorm, or RMSNorm (Llama's).
+NORMS = ("layer", "rms")
+
+
+def build_norm(norm, d_model, eps=1e-5):
+    """A LayerNorm (``norm="layer"``) or an RMSNorm (``"rms"``) of d_model."""
+    checks.check_choice("norm", norm, NORMS)
+    return RMSNorm(d_model, eps=eps) if norm == "rms" else LayerNorm(d_model, eps=eps)
 
 
 class AddNorm(Module):
@@ -26,8 +37,12 @@ class AddNorm(Module):
     backward and returns dx, or (dx, d_others...) when other arrays were
     passed.
 
-    Parameters: those of its children ``layer_norm`` (gamma, beta) and
-    ``dropout`` (none).
+    ``norm="rms"`` puts an RMSNorm where the paper has LayerNorm (Llama's
+    choice); the child keeps the name ``layer_norm``, as RMSNorm is a layer
+    normalisation too (Zhang and Sennrich's title), only without centring.
+
+    Parameters: those of its children ``layer_norm`` (gamma and beta, or g
+    for RMSNorm) and ``dropout`` (none).
 
     Inputs:
         x: (B, T, d_model), sublayer: a Module, others: as the sub-layer needs
@@ -35,9 +50,9 @@ class AddNorm(Module):
         y: (B, T, d_model)
     """
 
-    def __init__(self, d_model, dropout=0.1, pre_norm=False, eps=1e-5, rng=None):
+    def __init__(self, d_model, dropout=0.1, pre_norm=False, eps=1e-5, rng=None, norm="layer"):
         super().__init__()
-        self.layer_norm = LayerNorm(d_model, eps=eps)
+        self.layer_norm = build_norm(norm, d_model, eps)
         self.dropout = Dropout(dropout, rng=backend.host_rng(rng))
         self.pre_norm = bool(pre_norm)
         self._sublayer = None  # the sub-layer of the last forward

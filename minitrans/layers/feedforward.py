@@ -3,7 +3,12 @@
 from minitrans.core import backend, checks
 from minitrans.layers.linear import Linear
 from minitrans.layers.module import Module
+from minitrans.layers.swiglu import SwiGLUFeedForward
 from minitrans.ops import activations
+
+# A model's choices of feed-forward network (ModelConfig.activation): the
+# paper's with an element-wise activation, or SwiGLU, a layer of its own.
+FEED_FORWARDS = (*activations.ACTIVATIONS, "swiglu")
 
 
 class FeedForward(Module):
@@ -26,6 +31,7 @@ class FeedForward(Module):
     Parameters (Xavier-uniform weights, zero biases):
         W_1.W: (d_model, d_ff),  W_1.b: (d_ff,)
         W_2.W: (d_ff, d_model),  W_2.b: (d_model,)
+    (no ``b`` with ``bias=False``)
 
     Inputs:
         x: (..., d_model)
@@ -33,15 +39,16 @@ class FeedForward(Module):
         y: (..., d_model)
     """
 
-    def __init__(self, d_model, d_ff, rng=None, activation="relu"):
+    def __init__(self, d_model, d_ff, rng=None, activation="relu", bias=True):
         super().__init__()
         checks.check_positive_int("d_model", d_model)
         checks.check_positive_int("d_ff", d_ff)
         checks.check_choice("activation", activation, activations.ACTIVATIONS)
+        checks.check_bool("bias", bias)
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         rng = backend.host_rng(rng)
-        self.W_1 = Linear(d_model, d_ff, rng=rng)
-        self.W_2 = Linear(d_ff, d_model, rng=rng)
+        self.W_1 = Linear(d_model, d_ff, bias=bias, rng=rng)
+        self.W_2 = Linear(d_ff, d_model, bias=bias, rng=rng)
 
     def forward(self, x):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model)
@@ -67,3 +74,12 @@ class FeedForward(Module):
 def relu_in_place(a):
     """a = max(0, a), written into a."""
     return backend.get_xp().maximum(a, 0.0, out=a)
+
+
+def build_feed_forward(d_model, d_ff, activation="relu", bias=True, rng=None):
+    """The feed-forward network a model's ``activation`` names: a FeedForward
+    with that activation, or for "swiglu" a SwiGLUFeedForward."""
+    checks.check_choice("activation", activation, FEED_FORWARDS)
+    if activation == "swiglu":
+        return SwiGLUFeedForward(d_model, d_ff, rng=rng, bias=bias)
+    return FeedForward(d_model, d_ff, rng=rng, activation=activation, bias=bias)

@@ -4,6 +4,7 @@ from minitrans.core import backend, checks
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.linear import Linear
 from minitrans.layers.module import Module
+from minitrans.layers.rotary import RotaryEmbedding
 
 
 class MultiHeadAttention(Module):
@@ -40,7 +41,8 @@ class MultiHeadAttention(Module):
     The key projection has no bias: a key bias b adds q . b to every score of
     a query's row, the same constant for every key, and softmax is blind to
     constants added to a whole row. Its gradient would always be exactly
-    zero: a parameter that never learns.
+    zero: a parameter that never learns. (Rotated by the key's position, a
+    key bias would no longer be one constant per row; Llama has none either.)
 
     Parameters (Xavier-uniform weights, zero biases), the children
     W_Q, W_K, W_V, W_O, each a Linear(d_model, d_model): ``W_Q.W`` is W_Q,
@@ -49,6 +51,23 @@ class MultiHeadAttention(Module):
     ``d_k`` sets the width of a head apart from d_model (Table 3, rows A and
     B vary it): W_Q, W_K, W_V are then Linear(d_model, h * d_k) and W_O is
     Linear(h * d_k, d_model). By default d_k = d_model / h, as in the paper.
+    ``bias=False`` drops b_Q, b_V and b_O too (Llama has no biases).
+
+    Grouped-query attention (Ainslie et al., 2023): ``kv_heads`` key/value
+    heads (a divisor of h; None: h, multi-head attention as above; 1:
+    multi-query attention, Shazeer 2019) shared by groups of g = h / kv_heads
+    query heads. W_K and W_V project to kv_heads * d_k; query head i reads
+    key/value head i // g (as Hugging Face's ``repeat_kv``):
+        K, V:   (B, kv_heads, T_k, d_k), each head repeated g times -> (B, h, T_k, d_k)
+        dK, dV: the gradients of the h repeated heads, summed over each group
+    A key/value cache holds the kv_heads heads only, h / kv_heads times less.
+
+    Rotary positions (``rope=True``, Su et al. 2021; ``layers.rotary``):
+    after the projections and before attention, each head's queries and
+    keys are rotated by their positions, offset .. offset + T - 1:
+        Q = R(Q),  K = R(K)         backward: dQ = R^T(dQ),  dK = R^T(dK)
+    Self-attention only (``memory`` must be None): a query of the decoder
+    and a key of the source share no positions to take a distance between.
 
     Inputs:
         x:      (B, T_q, d_model)
@@ -56,11 +75,13 @@ class MultiHeadAttention(Module):
         mask:   optional boolean, True = may attend, broadcastable to
                 (B, T_q, T_k); a rank-4 mask may also broadcast over heads,
                 (B, h, T_q, T_k)
+        offset: the position of x's first row, for rotary positions
     Returns:
         out: (B, T_q, d_model)
     """
 
-    def __init__(self, d_model, h, rng=None, d_k=None):
+    def __init__(self, d_model, h, rng=None, d_k=None, *, kv_heads=None, bias=True, rope=False,
+                 rope_base=10000.0, max_len=5000):
         super().__init__()
         checks.check_positive_int("d_model", d_model)
         checks.check_positive_int("h", h)
@@ -69,45 +90,60 @@ class MultiHeadAttention(Module):
             raise ValueError(
                 f"h: d_model={d_model} must be divisible by the number of heads, got h={h}"
             )
+        check_kv_heads(kv_heads, h)
+        checks.check_bool("bias", bias)
+        checks.check_bool("rope", rope)
         self.d_model, self.h = d_model, h
         self.d_k = d_model // h if d_k is None else d_k
+        self.kv_heads = h if kv_heads is None else kv_heads
         width = h * self.d_k  # the heads side by side: d_model unless d_k is given
+        kv_width = self.kv_heads * self.d_k
         rng = backend.host_rng(rng)
-        self.W_Q = Linear(d_model, width, rng=rng)
-        self.W_K = Linear(d_model, width, bias=False, rng=rng)  # softmax ignores a key bias
-        self.W_V = Linear(d_model, width, rng=rng)
-        self.W_O = Linear(width, d_model, rng=rng)
+        self.W_Q = Linear(d_model, width, bias=bias, rng=rng)
+        self.W_K = Linear(d_model, kv_width, bias=False, rng=rng)  # softmax ignores a key bias
+        self.W_V = Linear(d_model, kv_width, bias=bias, rng=rng)
+        self.W_O = Linear(width, d_model, bias=bias, rng=rng)
+        self.rotary = RotaryEmbedding(self.d_k, max_len, rope_base) if rope else None
         self.attention = ScaledDotProductAttention()
 
-    def split_heads(self, x):
-        """(B, T, d_model) -> (B, h, T, d_k), a view."""
-        return x.reshape(x.shape[0], x.shape[1], self.h, self.d_k).swapaxes(1, 2)
+    def split_heads(self, x, heads=None):
+        """(B, T, heads * d_k) -> (B, heads, T, d_k), a view; heads: h by default."""
+        heads = self.h if heads is None else heads
+        return x.reshape(x.shape[0], x.shape[1], heads, self.d_k).swapaxes(1, 2)
 
     def merge_heads(self, heads):
-        """(B, h, T, d_k) -> (B, T, h * d_k), the heads side by side."""
-        batch, _, length, _ = heads.shape
-        return heads.swapaxes(1, 2).reshape(batch, length, self.h * self.d_k)
+        """(B, heads, T, d_k) -> (B, T, heads * d_k), the heads side by side."""
+        batch, count, length, _ = heads.shape
+        return heads.swapaxes(1, 2).reshape(batch, length, count * self.d_k)
 
-    def forward(self, x, memory=None, mask=None):
+    def forward(self, x, memory=None, mask=None, offset=0):
         self._check_input("x", x, x)
+        checks.check_int("offset", offset, low=0)
         is_self_attention = memory is None
         if is_self_attention:
             memory = x
+        elif self.rotary is not None:
+            raise ValueError("memory: rotary positions are for self-attention, expected None, "
+                             f"got an array of shape {tuple(memory.shape)}")
         else:
             self._check_input("memory", memory, x)
         with checks.inputs_checked():  # the parts below need not check x and memory again
-            Q = self.split_heads(self.W_Q.forward(x))  # (B, h, T_q, d_k)
-            K = self.split_heads(self.W_K.forward(memory))  # (B, h, T_k, d_k)
-            V = self.split_heads(self.W_V.forward(memory))  # (B, h, T_k, d_k)
+            Q = self._queries(x, offset)  # (B, h, T_q, d_k)
+            K, V = self.keys_values(memory, offset)  # (B, kv_heads, T_k, d_k)
+            K, V = self.repeat_kv(K), self.repeat_kv(V)  # (B, h, T_k, d_k)
             heads = self.attention.forward(Q, K, V, mask=self._heads_mask(mask, Q, K))
             out = self.W_O.forward(self.merge_heads(heads))  # (B, T_q, d_model)
-        self.cache = is_self_attention
+        self.cache = is_self_attention, offset
         return out
 
     def backward(self, dout):
-        is_self_attention = self.saved()
+        is_self_attention, offset = self.saved()
         dheads = self.split_heads(self.W_O.backward(dout))  # (B, h, T_q, d_k)
         dQ, dK, dV = self.attention.backward(dheads)
+        dK, dV = self.sum_groups(dK), self.sum_groups(dV)  # (B, kv_heads, T_k, d_k)
+        if self.rotary is not None:  # undo the rotations: R^T, the rotation by -angle
+            dQ = self.rotary.rotate(dQ, offset, inverse=True)
+            dK = self.rotary.rotate(dK, offset, inverse=True)
         dx = self.W_Q.backward(self.merge_heads(dQ))  # (B, T_q, d_model)
         dmemory = self.W_K.backward(self.merge_heads(dK))  # (B, T_k, d_model)
         dmemory += self.W_V.backward(self.merge_heads(dV))
@@ -116,27 +152,53 @@ class MultiHeadAttention(Module):
             return dx
         return dx, dmemory
 
+    def repeat_kv(self, heads):
+        """(B, kv_heads, T, d_k) -> (B, h, T, d_k): each key/value head
+        repeated for the g = h / kv_heads query heads of its group (the
+        same array when g is 1)."""
+        group = self.h // self.kv_heads
+        return heads if group == 1 else backend.get_xp().repeat(heads, group, axis=1)
+
+    def sum_groups(self, dheads):
+        """The backward of ``repeat_kv``: (B, h, T, d_k) -> (B, kv_heads, T,
+        d_k), the gradients of each group's g copies added up."""
+        group = self.h // self.kv_heads
+        if group == 1:
+            return dheads
+        batch, _, length, d_k = dheads.shape
+        return dheads.reshape(batch, self.kv_heads, group, length, d_k).sum(axis=2)
+
     # ------------------------------------------------ decoding, no backward
 
-    def keys_values(self, memory):
-        """K and V heads of ``memory``, each (B, h, T_k, d_k).
+    def keys_values(self, memory, offset=0):
+        """K and V heads of ``memory``, each (B, kv_heads, T_k, d_k), the keys
+        rotated to positions offset .. offset + T_k - 1 with rotary positions.
 
         For decoding: cross-attention computes them once per source sentence,
         self-attention computes them for each new position and appends them to
         a ``KVCache``, instead of recomputing the whole prefix every step.
         """
-        K = self.split_heads(self.W_K.forward(memory))
-        return K, self.split_heads(self.W_V.forward(memory))
+        K = self.split_heads(self.W_K.forward(memory), self.kv_heads)
+        if self.rotary is not None:
+            K = self.rotary.rotate(K, offset)
+        return K, self.split_heads(self.W_V.forward(memory), self.kv_heads)
 
-    def attend(self, x, K, V, mask=None):
-        """Attention of the queries of ``x`` (B, T_q, d_model) over given K, V.
+    def attend(self, x, K, V, mask=None, offset=0):
+        """Attention of the queries of ``x`` (B, T_q, d_model), at positions
+        offset .. offset + T_q - 1, over given K, V (B, kv_heads, T_k, d_k).
 
         The inference half of ``forward`` (its result is not for ``backward``);
         the weights are still available in ``attention.attention_weights``.
         """
-        Q = self.split_heads(self.W_Q.forward(x))
+        Q = self._queries(x, offset)
+        K, V = self.repeat_kv(K), self.repeat_kv(V)
         heads = self.attention.forward(Q, K, V, mask=self._heads_mask(mask, Q, K))
         return self.W_O.forward(self.merge_heads(heads))
+
+    def _queries(self, x, offset):
+        """Q = x W_Q + b_Q as heads (B, h, T_q, d_k), rotated with rotary positions."""
+        Q = self.split_heads(self.W_Q.forward(x))
+        return Q if self.rotary is None else self.rotary.rotate(Q, offset)
 
     # ------------------------------------------------------------- checks
 
@@ -160,3 +222,11 @@ class MultiHeadAttention(Module):
             return mask
         checks.check_mask("mask", mask, (batch, length_q, length_k))
         return mask[..., None, :, :] if mask.ndim == 3 else mask
+
+
+def check_kv_heads(kv_heads, h):
+    """None, or a positive divisor of h: every group of query heads the same size."""
+    checks.check_int("kv_heads", kv_heads, low=1, allow_none=True)
+    if kv_heads is not None and h % kv_heads:
+        raise ValueError(f"kv_heads: expected a divisor of the number of heads h={h}, "
+                         f"got kv_heads={kv_heads}")

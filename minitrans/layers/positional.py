@@ -1,5 +1,7 @@
 """Positional encodings (paper §3.5): the sinusoidal table, and the learned
-table the paper compared it with (Table 3, row E) and GPT-2 uses."""
+table the paper compared it with (Table 3, row E) and GPT-2 uses. The third
+choice of POSITIONS, "rope", adds nothing to the embeddings: it rotates the
+queries and keys inside attention (``layers.rotary``)."""
 
 import math
 
@@ -7,7 +9,7 @@ from minitrans.core import backend, checks
 from minitrans.layers import init
 from minitrans.layers.module import Module
 
-POSITIONS = ("sinusoidal", "learned")
+POSITIONS = ("sinusoidal", "learned", "rope")
 
 
 def sinusoidal_table(max_len, d_model):

@@ -19,9 +19,11 @@ class OutputProjection(Module):
     dW_E += dW^T = dlogits^T y, is added into the embedding's ``grads``,
     where it sums with the gradient of the lookups.
 
+    ``bias=False`` leaves out b, as GPT-2 and Llama do.
+
     Parameters:
         W: (d_model, vocab_size), absent when tied
-        b: (vocab_size,)
+        b: (vocab_size,), absent with ``bias=False``
 
     Inputs:
         y: (B, T, d_model)
@@ -29,10 +31,11 @@ class OutputProjection(Module):
         logits: (B, T, vocab_size)
     """
 
-    def __init__(self, d_model, vocab_size, tied_to=None, rng=None):
+    def __init__(self, d_model, vocab_size, tied_to=None, rng=None, bias=True):
         super().__init__()
         checks.check_positive_int("d_model", d_model)
         checks.check_positive_int("vocab_size", vocab_size)
+        checks.check_bool("bias", bias)
         self.d_model, self.vocab_size = d_model, vocab_size
         if tied_to is None:
             self.add_param("W", init.xavier_uniform(backend.host_rng(rng), d_model, vocab_size))
@@ -44,7 +47,8 @@ class OutputProjection(Module):
                 f"tied_to: expected an Embedding of {vocab_size} x {d_model}, got {tied_to!r}"
             )
         self._tied_to = tied_to  # underscore: not a child, its table is counted once
-        self.add_param("b", init.zeros((vocab_size,)))
+        if bias:
+            self.add_param("b", init.zeros((vocab_size,)))
 
     @property
     def W(self):
@@ -53,21 +57,22 @@ class OutputProjection(Module):
         return self.params["W"] if self._tied_to is None else self._tied_to.W_E.T
 
     def forward(self, y):
-        checks.check_array("y", y, min_ndim=1, last_dim=self.d_model, dtype=self.params["b"].dtype)
+        checks.check_array("y", y, min_ndim=1, last_dim=self.d_model, dtype=self.W.dtype)
         checks.check_finite("y", y)
         y_2d = y.reshape(-1, self.d_model)  # (N, d_model)
         self.cache = (y_2d, y.shape)
-        logits = affine_forward(y_2d, self.W, self.params["b"])  # (N, V)
+        logits = affine_forward(y_2d, self.W, self.params.get("b"))  # (N, V)
         return logits.reshape(*y.shape[:-1], self.vocab_size)
 
     def backward(self, dlogits):
         y_2d, y_shape = self.saved()
         checks.check_same_shape("dlogits", dlogits, (*y_shape[:-1], self.vocab_size))
         dlogits_2d = dlogits.reshape(-1, self.vocab_size)
-        dy, dW, db = affine_backward(y_2d, self.W, dlogits_2d)
+        dy, dW, db = affine_backward(y_2d, self.W, dlogits_2d, bias="b" in self.params)
         if self._tied_to is None:
             self.grads["W"] += dW
         else:
             self._tied_to.owner.grads["W_E"] += dW.T  # W = W_E^T, so dW_E = dW^T
-        self.grads["b"] += db
+        if db is not None:
+            self.grads["b"] += db
         return dy.reshape(y_shape)

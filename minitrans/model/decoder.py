@@ -2,10 +2,10 @@
 
 from minitrans.core import backend, checks
 from minitrans.layers.add_norm import AddNorm
-from minitrans.layers.feedforward import FeedForward
-from minitrans.layers.layernorm import LayerNorm
+from minitrans.layers.feedforward import build_feed_forward
 from minitrans.layers.module import Module
 from minitrans.layers.multihead import MultiHeadAttention
+from minitrans.model.encoder import final_norm
 
 
 class DecoderLayer(Module):
@@ -23,6 +23,10 @@ class DecoderLayer(Module):
     themselves; ``self_attn_norm``, ``cross_attn_norm`` and
     ``feed_forward_norm`` their Add & Norm blocks.
 
+    The options after the paper are EncoderLayer's; rotary positions
+    (``rope``) turn the self-attention's queries and keys, never the
+    cross-attention's.
+
     Inputs:
         x:           (B, T_tgt, d_model)
         memory:      (B, T_src, d_model), absent without cross-attention
@@ -34,19 +38,22 @@ class DecoderLayer(Module):
 
     def __init__(
         self, d_model, h, d_ff, dropout=0.1, pre_norm=False, cross_attention=True, rng=None,
-        *, d_k=None, activation="relu",
+        *, d_k=None, activation="relu", kv_heads=None, bias=True, norm="layer", norm_eps=1e-5,
+        rope=False, rope_base=10000.0, max_len=5000,
     ):
         super().__init__()
         rng = backend.host_rng(rng)
-
-        self.self_attn = MultiHeadAttention(d_model, h, rng=rng, d_k=d_k)
-        self.self_attn_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
+        heads = dict(rng=rng, d_k=d_k, kv_heads=kv_heads, bias=bias)
+        norms = dict(eps=norm_eps, rng=rng, norm=norm)
+        self.self_attn = MultiHeadAttention(d_model, h, **heads, rope=rope, rope_base=rope_base,
+                                            max_len=max_len)
+        self.self_attn_norm = AddNorm(d_model, dropout, pre_norm, **norms)
         self.cross_attn = self.cross_attn_norm = None
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(d_model, h, rng=rng, d_k=d_k)
-            self.cross_attn_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
-        self.feed_forward = FeedForward(d_model, d_ff, rng=rng, activation=activation)
-        self.feed_forward_norm = AddNorm(d_model, dropout, pre_norm, rng=rng)
+            self.cross_attn = MultiHeadAttention(d_model, h, **heads)
+            self.cross_attn_norm = AddNorm(d_model, dropout, pre_norm, **norms)
+        self.feed_forward = build_feed_forward(d_model, d_ff, activation, bias, rng=rng)
+        self.feed_forward_norm = AddNorm(d_model, dropout, pre_norm, **norms)
 
     def forward(self, x, memory=None, self_mask=None, memory_mask=None):
         if (memory is None) != (self.cross_attn is None):
@@ -65,14 +72,15 @@ class DecoderLayer(Module):
         attention keys and values ``memory_kv``. Inference only."""
 
         def self_attention(z):
-            cache.append(*self.self_attn.keys_values(z))
+            offset = cache.length  # the absolute position of z's first row (rotary positions)
+            cache.append(*self.self_attn.keys_values(z, offset))
             length_new = z.shape[1]
             # new position i sees every cached position and the new ones up to i
             mask = backend.get_xp().tril(
                 backend.get_xp().ones((length_new, cache.length), dtype=bool),
                 k=cache.length - length_new,
             )
-            return self.self_attn.attend(z, cache.keys, cache.values, mask=mask)
+            return self.self_attn.attend(z, cache.keys, cache.values, mask=mask, offset=offset)
 
         def cross_attention(z):
             return self.cross_attn.attend(z, *memory_kv, mask=memory_mask)
@@ -91,7 +99,8 @@ class DecoderLayer(Module):
 
 
 class Decoder(Module):
-    """N decoder layers (and a final LayerNorm with pre-norm).
+    """N decoder layers (and a final LayerNorm with pre-norm, or RMSNorm with
+    ``norm="rms"``); ``options`` are DecoderLayer's keyword options.
 
     Every layer's cross-attention reads the same ``memory``, so the gradient
     of ``memory`` is the sum of what each layer sends back.
@@ -102,17 +111,16 @@ class Decoder(Module):
 
     def __init__(
         self, N, d_model, h, d_ff, dropout=0.1, pre_norm=False, cross_attention=True, rng=None,
-        *, d_k=None, activation="relu",
+        **options,
     ):
         super().__init__()
         checks.check_positive_int("N", N)
         rng = backend.host_rng(rng)
         self.layers = [
-            DecoderLayer(d_model, h, d_ff, dropout, pre_norm, cross_attention, rng=rng, d_k=d_k,
-                         activation=activation)
+            DecoderLayer(d_model, h, d_ff, dropout, pre_norm, cross_attention, rng=rng, **options)
             for _ in range(N)
         ]
-        self.final_norm = LayerNorm(d_model) if pre_norm else None
+        self.final_norm = final_norm(d_model, pre_norm, **options)
         self.cross_attention = cross_attention
 
     def forward(self, x, memory=None, self_mask=None, memory_mask=None):

@@ -1,10 +1,10 @@
 """The bottom of Figure 1: token embedding + positional encoding + dropout."""
 
-from minitrans.core import backend
+from minitrans.core import backend, checks
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.embedding import Embedding
 from minitrans.layers.module import Module
-from minitrans.layers.positional import PositionalEmbedding, PositionalEncoding
+from minitrans.layers.positional import POSITIONS, PositionalEmbedding, PositionalEncoding
 
 
 class InputEmbedding(Module):
@@ -12,6 +12,9 @@ class InputEmbedding(Module):
 
     ``positions="learned"`` adds a learned table instead of the sinusoids
     (``PositionalEmbedding``, Table 3 row E; GPT-2's choice).
+    ``positions="rope"`` adds nothing: rotary positions are applied inside
+    each self-attention (``layers.rotary``), and ``positional`` is None.
+    ``scale=False`` leaves out the factor sqrt(d_model), as GPT-2 and Llama do.
 
     Backward runs the three in reverse; the ids get no gradient, so it returns
     None, and the embedding table receives the gradient.
@@ -24,20 +27,28 @@ class InputEmbedding(Module):
     """
 
     def __init__(self, vocab_size, d_model, max_len, dropout=0.1, shared_with=None, rng=None,
-                 positions="sinusoidal"):
+                 positions="sinusoidal", scale=True):
         super().__init__()
+        checks.check_choice("positions", positions, POSITIONS)
+        checks.check_bool("scale", scale)
         rng = backend.host_rng(rng)
-        self.embedding = Embedding(vocab_size, d_model, rng=rng, shared_with=shared_with)
+        self.embedding = Embedding(vocab_size, d_model, scale=scale, rng=rng,
+                                   shared_with=shared_with)
+        self.positional = None  # rope: the positions are rotations inside attention
         if positions == "learned":
             self.positional = PositionalEmbedding(d_model, max_len, rng=rng)
-        else:
+        elif positions == "sinusoidal":
             self.positional = PositionalEncoding(d_model, max_len)
         self.dropout = Dropout(dropout, rng=rng)
 
     def forward(self, ids, offset=0):
-        return self.dropout.forward(
-            self.positional.forward(self.embedding.forward(ids), offset=offset)
-        )
+        x = self.embedding.forward(ids)
+        if self.positional is not None:
+            x = self.positional.forward(x, offset=offset)
+        return self.dropout.forward(x)
 
     def backward(self, dx):
-        return self.embedding.backward(self.positional.backward(self.dropout.backward(dx)))
+        dx = self.dropout.backward(dx)
+        if self.positional is not None:
+            dx = self.positional.backward(dx)
+        return self.embedding.backward(dx)

@@ -15,7 +15,10 @@ class KVCache:
     copy into place, not a reallocation.
 
     Shapes: K, V buffers (B, h, max_len, d_k); ``keys``/``values`` the filled
-    part, (B, h, length, d_k).
+    part, (B, h, length, d_k). ``h`` counts the attention's key/value heads:
+    its h, or its kv_heads with grouped-query attention, whose cache is
+    h / kv_heads times smaller. With rotary positions the keys are
+    stored rotated, each by its own absolute position.
     """
 
     def __init__(self, batch, h, d_k, max_len, dtype):

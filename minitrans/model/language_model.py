@@ -40,14 +40,16 @@ class DecoderOnlyLM(AttentionMapsMixin, Module):
         self.config = c = config
         rng = backend.host_rng(rng)
         self.embed = InputEmbedding(
-            c.vocab_size, c.d_model, c.max_len, c.dropout, rng=rng, positions=c.positions
+            c.vocab_size, c.d_model, c.max_len, c.dropout, rng=rng, positions=c.positions,
+            scale=c.scale_embedding,
         )
         self.decoder = Decoder(
             c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, cross_attention=False, rng=rng,
-            d_k=c.d_k, activation=c.activation,
+            **c.layer_options(),
         )
         tied = self.embed.embedding if c.tie_embeddings else None
-        self.output_projection = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
+        self.output_projection = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng,
+                                                  bias=c.output_bias)
 
     def forward(self, ids):
         c = self.config
@@ -66,9 +68,9 @@ class DecoderOnlyLM(AttentionMapsMixin, Module):
     def start(self, batch_size):
         """An empty state; feed a prompt to ``step`` one token at a time."""
         c = self.config
-        dtype = self.output_projection.params["b"].dtype
-        caches = [
-            KVCache(batch_size, c.h, c.head_width, c.max_len, dtype)
+        dtype = self.embed.embedding.W_E.dtype
+        caches = [  # grouped-query attention caches only its kv_heads heads
+            KVCache(batch_size, c.key_value_heads, c.head_width, c.max_len, dtype)
             for _ in self.decoder.layers
         ]
         return DecodingState(caches)

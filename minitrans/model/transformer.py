@@ -46,19 +46,20 @@ class Transformer(AttentionMapsMixin, Module):
             raise TypeError(f"config: expected an encoder-decoder ModelConfig, got {config!r}")
         self.config = c = config
         rng = backend.host_rng(rng)
+        embedding = dict(rng=rng, positions=c.positions, scale=c.scale_embedding)
         self.src_embed = InputEmbedding(
-            c.source_vocab_size, c.d_model, c.max_len, c.dropout, rng=rng, positions=c.positions
+            c.source_vocab_size, c.d_model, c.max_len, c.dropout, **embedding
         )
         shared = self.src_embed.embedding if c.tie_embeddings else None
         self.tgt_embed = InputEmbedding(
-            c.vocab_size, c.d_model, c.max_len, c.dropout, shared_with=shared, rng=rng,
-            positions=c.positions,
+            c.vocab_size, c.d_model, c.max_len, c.dropout, shared_with=shared, **embedding
         )
-        options = dict(rng=rng, d_k=c.d_k, activation=c.activation)
+        options = dict(rng=rng, **c.layer_options())
         self.encoder = Encoder(c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, **options)
         self.decoder = Decoder(c.N, c.d_model, c.h, c.d_ff, c.dropout, c.pre_norm, **options)
         tied = self.tgt_embed.embedding if c.tie_embeddings else None
-        self.output_projection = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng)
+        self.output_projection = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng,
+                                                  bias=c.output_bias)
 
     # ------------------------------------------------------------ training
 
@@ -121,7 +122,7 @@ class Transformer(AttentionMapsMixin, Module):
 
     def _new_cache(self, batch, dtype):
         c = self.config
-        return KVCache(batch, c.h, c.head_width, c.max_len, dtype)
+        return KVCache(batch, c.key_value_heads, c.head_width, c.max_len, dtype)
 
     def _check_ids(self, name, ids, vocab_size):
         """(B, T) token ids, B >= 1 and 1 <= T <= max_len, each in [0, vocab_size)."""

@@ -1,6 +1,12 @@
 """GELU, the feed-forward network's non-linearity in BERT and GPT-2 where the
-paper has ReLU (§3.3), and its derivative for the backward pass. (ReLU,
-max(0, a), is written where it is used: ``layers.feedforward``.)"""
+paper has ReLU (§3.3), and its derivative for the backward pass; SiLU, the
+gate of SwiGLU (Llama's feed-forward network), and its derivative. (ReLU,
+max(0, a), is written where it is used: ``layers.feedforward``.)
+
+``ACTIVATIONS`` are the element-wise choices of ``FeedForward``; SwiGLU,
+a gated network of three matrices, is a layer of its own
+(``layers.swiglu``), chosen by ``activation="swiglu"`` in a model.
+"""
 
 import math
 
@@ -37,3 +43,28 @@ def gelu_backward(a, dy):
     t = xp.tanh(_SQRT_2_OVER_PI * (a + _CUBIC * (a * a * a)))
     du_da = _SQRT_2_OVER_PI * (1.0 + 3.0 * _CUBIC * a**2)
     return dy * (0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * du_da)
+
+
+def sigmoid(a):
+    """sigma(a) = 1 / (1 + exp(-a)) = exp(a) / (1 + exp(a)), each form where
+    its exponential is exp(-|a|) <= 1: exp(-a) would overflow for a very
+    negative a, and 1 - sigma(-a) would lose the digits of a tiny sigma(a)."""
+    xp = backend.get_xp()
+    e = xp.exp(-xp.abs(a))
+    s = 1.0 / (1.0 + e)  # sigma(|a|)
+    return xp.where(a >= 0, s, e * s)  # arrays on both sides: float32 stays float32
+
+
+def silu(a):
+    """SiLU(a) = a sigma(a) (Elfwing et al., 2018; Ramachandran et al.'s Swish
+    with beta = 1), the gate of SwiGLU (``layers.swiglu``)."""
+    return a * sigmoid(a)
+
+
+def silu_backward(a, dy):
+    """dy * SiLU'(a), by the product rule on a sigma(a), with sigma' = sigma (1 - sigma):
+
+        SiLU'(a) = sigma(a) + a sigma(a) (1 - sigma(a)) = sigma(a) (1 + a (1 - sigma(a)))
+    """
+    s = sigmoid(a)
+    return dy * (s * (1.0 + a * (1.0 - s)))

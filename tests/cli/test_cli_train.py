@@ -147,3 +147,29 @@ def test_user_errors_are_one_line(trained_copy, tmp_path):
     # the checkpoint's own limit, refused before training rather than on --resume
     assert_one_line_error(run("train", "copy", "--merges", "1000000000000", *TINY), "merges",
                           "1048576")
+
+
+def test_a_language_model_with_llama_s_options_trains_resumes_and_generates(tmp_path):
+    """The flags of the options after the paper build the model they name,
+    are kept in the checkpoint (a resumed run may not change them) and
+    decode with the key/value cache of its shared heads."""
+    out = tmp_path / "llama"
+    modern = ["--norm", "rms", "--positions", "rope", "--activation", "swiglu", "--kv-heads",
+              "1", "--no-bias", "--no-output-bias", "--no-scale-embedding", "--rope-base",
+              "500000", "--norm-eps", "1e-6", "--pre-norm"]
+    result = run("train", "lm", "--steps", "2", "--eval-every", "2", "--out", str(out), *TINY,
+                 *modern)
+    assert result.returncode == 0, result.stderr
+    for shown in ("positions='rope'", "activation='swiglu'", "norm='rms'", "norm_eps=1e-06",
+                  "rope_base=500000.0", "kv_heads=1", "bias=False", "output_bias=False",
+                  "scale_embedding=False"):
+        assert shown in result.stdout
+    checkpoint = str(out / "checkpoint.npz")
+    refused = run("train", "lm", "--resume", checkpoint, "--steps", "3", "--norm", "layer",
+                  "--kv-heads", "2", "--no-bias")
+    assert_one_line_error(refused, "--norm layer (checkpoint: rms)",
+                          "--kv-heads 2 (checkpoint: 1)")
+    assert "--no-bias" not in refused.stderr  # the checkpoint has no biases either
+    generated = run("generate", "--checkpoint", checkpoint, "12+")
+    assert generated.returncode == 0, generated.stderr
+    assert generated.stdout.startswith("12+")

@@ -16,16 +16,18 @@ COURSE = ROOT / "minitrans_course"
 
 # The subpackages in the order of the data's path: a module may import from
 # its own subpackage and from those before it, never from one after it.
-LEVELS = ["core", "ops", "layers", "model", "data", "decoding", "training", "gradcheck", "interop",
-          "cli"]
+LEVELS = ["core", "ops", "layers", "model", "data", "decoding", "training", "pretrained",
+          "gradcheck", "interop", "cli"]
 
 # Host-side modules that may use NumPy themselves: the backend that chooses
 # the library, the strict test backend built on it, the checker, the data and
-# checkpoint code, which work on host copies of arrays (padding token ids,
-# reading and writing files). The course kit (minitrans_course) is not held
-# to this rule: its exercise checkers hand learners plain NumPy arrays.
+# checkpoint and safetensors code, which work on host copies of arrays
+# (padding token ids, reading and writing files). The course kit
+# (minitrans_course) is not held to this rule: its exercise checkers hand
+# learners plain NumPy arrays.
 HOST_MODULES = {"core/backend.py", "core/strict.py", "data/batches.py",
-                "training/checkpoint.py", "training/untrusted.py"}
+                "training/checkpoint.py", "training/untrusted.py",
+                "pretrained/safetensors_file.py"}
 HOST_PREFIXES = ("gradcheck/",)  # the checker works on host copies, in float64
 MAX_MODULE_LINES = 300
 MAX_LINE_LENGTH = 100

@@ -1,0 +1,73 @@
+"""Root mean square layer normalisation (Zhang and Sennrich, 2019), the norm of
+Llama and most language models after it."""
+
+from minitrans.core import backend, checks
+from minitrans.layers import init
+from minitrans.layers.module import Module
+
+
+class RMSNorm(Module):
+    """Divides each position's d_model features by their root mean square,
+    then scales them by a learned gain g: LayerNorm without the centring and
+    without the bias.
+
+    Forward (D = d_model features, the mean over the last axis):
+        rms = sqrt(mean(x^2) + eps)
+        x_hat = x / rms
+        y = g * x_hat
+    Backward:
+        dg += sum over positions of dy * x_hat
+        dx_hat = dy * g
+        dx = (dx_hat - x_hat * mean(dx_hat * x_hat)) / rms
+
+    The backward's last line is the chain rule through x_hat_i = x_i / rms:
+    d rms / d x_j = x_j / (D rms), so d x_hat_i / d x_j = (delta_ij -
+    x_hat_i x_hat_j / D) / rms. LayerNorm's dx has one more term,
+    -mean(dx_hat), from the mean it subtracts; RMSNorm subtracts none.
+
+    Zhang and Sennrich kept LayerNorm's re-scaling and dropped its
+    re-centring, which they found contributes little, for a cheaper layer:
+    one statistic per position instead of two. Like LayerNorm it is per
+    position, the same in training and evaluation and for any batch size;
+    the paper's title calls it a layer normalisation, and inside ``AddNorm``
+    it is the child ``layer_norm`` as LayerNorm is.
+
+    Forward and backward are written once, as these equations: no fast
+    kernel pair (``core.kernels``) beside them, as no benchmark has shown
+    one faster.
+
+    Parameters:
+        g: (d_model,) starts at 1
+
+    Inputs:
+        x: (..., d_model)
+    Returns:
+        y: (..., d_model)
+    """
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        checks.check_positive_int("d_model", d_model)
+        checks.check_number("eps", eps, low=0, low_open=True)
+        self.d_model, self.eps = d_model, float(eps)
+        self.add_param("g", init.ones((d_model,)))
+
+    def forward(self, x):
+        checks.check_array("x", x, min_ndim=1, last_dim=self.d_model, dtype=self.params["g"].dtype)
+        checks.check_finite("x", x)
+        # rows in memory, so that the mean's order of additions, and so its
+        # last bits, do not depend on the layout (as in LayerNorm.forward)
+        x = backend.get_xp().ascontiguousarray(x)
+        inv_rms = 1.0 / ((x * x).mean(axis=-1, keepdims=True) + self.eps) ** 0.5  # (..., 1)
+        x_hat = x * inv_rms  # (..., D)
+        self.cache = x_hat, inv_rms
+        return x_hat * self.params["g"]
+
+    def backward(self, dy):
+        x_hat, inv_rms = self.saved()
+        checks.check_same_shape("dy", dy, x_hat.shape)
+        dy = backend.get_xp().ascontiguousarray(dy)  # as x in forward
+        self.grads["g"] += (dy * x_hat).reshape(-1, self.d_model).sum(axis=0)
+        dx_hat = dy * self.params["g"]
+        mean_dx_hat_x_hat = (dx_hat * x_hat).mean(axis=-1, keepdims=True)  # (..., 1)
+        return (dx_hat - x_hat * mean_dx_hat_x_hat) * inv_rms

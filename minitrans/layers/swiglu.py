@@ -1,0 +1,70 @@
+"""The SwiGLU feed-forward network (Shazeer, 2020), Llama's in place of the
+paper's (§3.3)."""
+
+from minitrans.core import backend, checks
+from minitrans.layers.linear import Linear
+from minitrans.layers.module import Module
+from minitrans.ops import activations
+
+
+class SwiGLUFeedForward(Module):
+    """FFN(x) = (SiLU(x W_gate) * (x W_up)) W_down, applied to each position alone.
+
+    A gated linear unit (Dauphin et al., 2017) with SiLU as its gate: two
+    projections to d_ff, one passed through SiLU(a) = a sigma(a)
+    (``ops.activations.silu``), multiplied element by element, and a third
+    back to d_model. Shazeer found it better than ReLU or GELU for the same
+    number of weights (three matrices with d_ff at 2/3 of the two-matrix
+    network's); Llama uses it, without biases (``bias=False``).
+
+    Forward, with a = x W_gate, u = x W_up:
+        m = SiLU(a) * u                                  (..., d_ff)
+        y = m W_down
+    Backward:
+        dm = W_down's backward of dy    (dW_down += m^T dy)
+        du = dm * SiLU(a)
+        da = dm * u * SiLU'(a),   SiLU'(a) = sigma(a) (1 + a (1 - sigma(a)))
+        dx = W_gate's backward of da + W_up's backward of du
+    x feeds both W_gate and W_up, so its gradient is the sum of the two.
+
+    Parameters (Xavier-uniform weights, zero biases), the children W_gate,
+    W_up and W_down, each a ``Linear``:
+        W_gate.W: (d_model, d_ff),  W_gate.b: (d_ff,)
+        W_up.W:   (d_model, d_ff),  W_up.b:   (d_ff,)
+        W_down.W: (d_ff, d_model),  W_down.b: (d_model,)
+    (no ``b`` with ``bias=False``)
+
+    Inputs:
+        x: (..., d_model)
+    Returns:
+        y: (..., d_model)
+    """
+
+    def __init__(self, d_model, d_ff, rng=None, bias=True):
+        super().__init__()
+        checks.check_positive_int("d_model", d_model)
+        checks.check_positive_int("d_ff", d_ff)
+        checks.check_bool("bias", bias)
+        self.d_model, self.d_ff = d_model, d_ff
+        rng = backend.host_rng(rng)
+        self.W_gate = Linear(d_model, d_ff, bias=bias, rng=rng)
+        self.W_up = Linear(d_model, d_ff, bias=bias, rng=rng)
+        self.W_down = Linear(d_ff, d_model, bias=bias, rng=rng)
+
+    def forward(self, x):
+        checks.check_array("x", x, min_ndim=1, last_dim=self.d_model)
+        checks.check_finite("x", x)
+        with checks.inputs_checked():  # the three Linear layers need not check again
+            a = self.W_gate.forward(x)  # (..., d_ff)
+            u = self.W_up.forward(x)  # (..., d_ff)
+            self.cache = a, u
+            return self.W_down.forward(activations.silu(a) * u)
+
+    def backward(self, dy):
+        a, u = self.saved()
+        dm = self.W_down.backward(dy)  # (..., d_ff)
+        du = dm * activations.silu(a)
+        da = activations.silu_backward(a, dm * u)
+        dx = self.W_gate.backward(da)
+        dx += self.W_up.backward(du)  # x fed both projections
+        return dx
