@@ -7,6 +7,7 @@ TARGET_RATIO = {
     "small": 1.0,
     "base": 1.0,
     "copy": 1.0,
+    "llama": 1.0,  # PyTorch's side: transformers' LlamaForCausalLM
 }  # step time, minitrans / PyTorch
 TARGET_RSS_RATIO = 1.2
 TARGET_MATMUL_SHARE = 0.6  # on the base config
@@ -51,11 +52,32 @@ def compile_cell(result, ours):
     return f"{step * 1e3:.0f} ms ({ours / step:.2f}; compiled in {compiled['seconds']:.0f} s)"
 
 
+def config_cell(name, result):
+    """The config's name, and its sizes where they are not the config's own
+    (--quick's llama)."""
+    from vs_pytorch import ALL_CONFIGS
+
+    sizes = result.get("sizes")
+    if not sizes or sizes == ALL_CONFIGS.get(name):
+        return name
+    shown = ", ".join(f"{key} {sizes[key]}" for key in ("d_model", "N", "d_ff", "vocab_size",
+                                                         "length", "batch") if key in sizes)
+    return f"{name} (quick sizes: {shown})"
+
+
+def skipped_rows(results, width):
+    """A row for each config the run skipped, with the reason."""
+    return ["| " + " | ".join([name, f"skipped: {reason}".replace("|", "/")]
+                              + ["-"] * (width - 2)) + " |"
+            for name, reason in results.get("skipped", {}).items()]
+
+
 def training_table(results):
-    """A row per config. On a GPU, memory is the peak its device allocator
-    held (``device_bytes``) instead of the peak RSS, and the targets, which
-    are the CPU's, are not judged."""
-    from vs_pytorch import CONFIGS
+    """A row per config (and per skipped config, with the reason). On a GPU,
+    memory is the peak its device allocator held (``device_bytes``)
+    instead of the peak RSS, and the targets, which are the CPU's, are not
+    judged."""
+    from vs_pytorch import ALL_CONFIGS
 
     peak = results["peak_flops"]
     gpu = results["machine"].get("device") == "gpu"
@@ -69,7 +91,7 @@ def training_table(results):
                 f"{memory_title} minitrans / PyTorch (ratio)", "time in matmul", "targets met"]
     lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(["---"] * len(columns)) + " |"]
     for name, result in results["configs"].items():
-        sizes = CONFIGS[name]
+        sizes = result.get("sizes") or ALL_CONFIGS[name]  # recorded since the llama config
         steps = median_steps(result)
         ours, theirs = steps["minitrans"], steps["torch"]
         ratio = ours / theirs
@@ -86,7 +108,7 @@ def training_table(results):
             f"{flops / ours / 1e9:.0f} ({flops / ours / peak:.0%}) / "
             f"{flops / theirs / 1e9:.0f} ({flops / theirs / peak:.0%})")
         untuned = untuned_ratio(result)
-        cells = [name, f"{ours * 1e3:.0f} ms", f"{theirs * 1e3:.0f} ms",
+        cells = [config_cell(name, result), f"{ours * 1e3:.0f} ms", f"{theirs * 1e3:.0f} ms",
                  f"{ratio:.2f}" + ("" if gpu else f" (<= {TARGET_RATIO[name]})"),
                  "n/a" if untuned is None else f"{untuned:.2f}"]
         cells += [compile_cell(result, ours) or "n/a"] if compiled else []
@@ -95,7 +117,29 @@ def training_table(results):
                   "n/a" if share is None else f"{share:.0%}",
                   "n/a (CPU targets)" if gpu else _mark(met)]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += skipped_rows(results, len(columns))
     return "\n".join(lines)
+
+
+def references_line(results):
+    """What PyTorch's side of each config was, under the table."""
+    from vs_pytorch import LLAMA_CONFIGS
+
+    names = list(results["configs"]) + list(results.get("skipped", {}))
+    mirrors = [name for name in names if name not in LLAMA_CONFIGS]
+    llamas = [name for name in names if name in LLAMA_CONFIGS]
+    parts = []
+    if mirrors:
+        parts.append(f"{', '.join(mirrors)}: minitrans's Transformer against "
+                     "torch.nn.Transformer with its weights (minitrans.interop.torch)")
+    if llamas:
+        version = results["machine"].get("transformers")
+        version = f"(version {version}) " if version else ""
+        parts.append(f"{', '.join(llamas)}: minitrans's DecoderOnlyLM (RMSNorm, rotary, "
+                     "grouped-query attention, SwiGLU, no biases) against transformers' "
+                     f"{version}LlamaForCausalLM, eager attention, the same sizes and "
+                     "weights, mean cross-entropy of the next tokens")
+    return "PyTorch's side: " + "; ".join(parts) + "." if parts else None
 
 
 ALLOCATOR_ROWS = (("minitrans", "torch", None),  # None: the run's --allocator
@@ -207,6 +251,9 @@ def header(results):
 
 def report(results):
     parts = [header(results), "", training_table(results)]
+    references = references_line(results)
+    if references:
+        parts += ["", references]
     for table in (allocator_table(results), products_table(results)):
         if table:
             parts += ["", table]

@@ -213,7 +213,15 @@ def one_line(error):
 
 
 def make_runner(kind, sizes, device, threads, workers=None):
-    """kind: "minitrans", "torch" or "torch.compile"."""
+    """kind: "minitrans", "torch" or "torch.compile"; sizes with
+    ``model="llama"``: the decoder-only pair of llama_runner.py (PyTorch's
+    side transformers' LlamaForCausalLM), otherwise the encoder-decoder."""
+    if sizes.get("model") == "llama":
+        from llama_runner import MinitransLlamaRunner, TorchLlamaRunner  # noqa: E402
+
+        if kind == "minitrans":
+            return MinitransLlamaRunner(sizes, device, threads, workers)
+        return TorchLlamaRunner(sizes, device, threads, compiled=kind == "torch.compile")
     if kind == "minitrans":
         return MinitransRunner(sizes, device, threads, workers)
     from torch_runner import TorchRunner  # noqa: E402  (it imports this module)

@@ -126,9 +126,11 @@ def without_result_line(outcome):
 # ------------------------------------------------------------ 7. vs_pytorch
 
 # Flags that fit the section's share: three rounds, no untuned pair (on a GPU
-# there is none anyway), no torch.compile; the rehearsal's smoke run.
+# there is none anyway), no torch.compile. The rehearsal's smoke run checks the
+# section's plumbing on one config; every config's smoke run is
+# tests/project/test_benchmarks.py's.
 VS_PYTORCH_FLAGS = {False: ["--device", "gpu", "--rounds", "3", "--no-untuned"],
-                    True: ["--quick", "--no-untuned"]}
+                    True: ["--quick", "--no-untuned", "--configs", "tiny"]}
 
 
 def vs_pytorch(mode, limit, context):

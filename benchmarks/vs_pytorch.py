@@ -1,13 +1,23 @@
 """minitrans against PyTorch on the same model, in the same run.
 
-    python benchmarks/vs_pytorch.py                 # four configs and decoding, about 6 minutes
+    python benchmarks/vs_pytorch.py                 # every config, decoding (6 min without llama)
     python benchmarks/vs_pytorch.py --configs tiny,copy --rounds 3
+    python benchmarks/vs_pytorch.py --configs llama --no-untuned --no-decoding  # vs transformers
     python benchmarks/vs_pytorch.py --compile       # and torch.compile (about 30 s per config)
     python benchmarks/vs_pytorch.py --allocator jemalloc   # where installed; or tcmalloc
     python benchmarks/vs_pytorch.py --no-untuned    # without the glibc-default column
     python benchmarks/vs_pytorch.py --device gpu    # CuPy against PyTorch CUDA, eager
     python benchmarks/vs_pytorch.py --workers 1     # minitrans without splitting its batches
     python benchmarks/vs_pytorch.py --quick         # a smoke run: checks the script, not the speed
+    python benchmarks/vs_pytorch.py --quick --configs tiny   # the smoke run of the configs named
+
+The encoder-decoder configs (tiny, small, base, copy) time minitrans's
+Transformer against its mirror in torch.nn.Transformer
+(minitrans.interop.torch); the llama config times minitrans's DecoderOnlyLM
+with Llama's options (RMSNorm, rotary positions, grouped-query attention,
+SwiGLU, no biases) against transformers' LlamaForCausalLM, eager, with the
+same sizes and weights (benchmarks/llama_runner.py). Without transformers
+the llama config is skipped, and the report says why.
 
 Each implementation runs in a worker process of its own (so that each has
 its own peak memory and allocator), with the same number of threads:
@@ -35,13 +45,27 @@ import time
 
 from allocators import ALLOCATORS, allocator_env, worker_env
 
+# The encoder-decoders, against their torch.nn.Transformer mirror. ab_steps.py
+# and kernels.py time these (and only these) too.
 CONFIGS = {  # name: model sizes, sequence length (source and target), batch
     "tiny": dict(d_model=64, h=4, N=2, d_ff=256, vocab_size=16, length=16, batch=64),
     "small": dict(d_model=128, h=4, N=2, d_ff=512, vocab_size=1000, length=32, batch=64),
     "base": dict(d_model=256, h=8, N=3, d_ff=1024, vocab_size=8000, length=64, batch=32),
     "copy": dict(d_model=512, h=8, N=2, d_ff=2048, vocab_size=11, length=10, batch=80),
 }
-STEPS_PER_TURN = {"tiny": 8, "small": 4, "base": 2, "copy": 2}
+# The decoder-only language models, against transformers' LlamaForCausalLM
+# (benchmarks/llama_runner.py): d_ff about 8/3 d_model (682.7, rounded up to
+# a multiple of 16), 2 key/value heads for 8 query heads, as many tokens a
+# step as base (16 x 128 = 32 x 64).
+LLAMA_CONFIGS = {
+    "llama": dict(model="llama", d_model=256, h=8, kv_heads=2, N=4, d_ff=688, vocab_size=8000,
+                  length=128, batch=16, norm_eps=1e-5, rope_base=10000.0),
+}
+ALL_CONFIGS = {**CONFIGS, **LLAMA_CONFIGS}
+# --quick checks the script, not the speed: its llama is smaller (its report
+# row gives the sizes it ran)
+QUICK_SIZES = {"llama": dict(d_model=64, N=2, d_ff=176, vocab_size=1000, length=32, batch=8)}
+STEPS_PER_TURN = {"tiny": 8, "small": 4, "base": 2, "copy": 2, "llama": 2}
 WARMUP_STEPS = 3
 PROFILE_STEPS = 4  # of the pass that times the matrix products: more steps, a steadier share
 # OpenBLAS's threads keep running for about 0.1 s after a matrix product,
@@ -71,6 +95,8 @@ class Worker:
                "CUPY_TF32": "0"}  # CuPy's float32 products in full precision, as PyTorch's
         command = [sys.executable, os.path.abspath(__file__), "--worker", kind,
                    "--config", config, "--threads", str(args.threads), "--device", args.device]
+        if args.quick:
+            command += ["--quick"]  # the config's quick sizes
         if args.workers is not None:
             command += ["--workers", str(args.workers)]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -100,6 +126,22 @@ class Worker:
     def close(self):
         self.process.stdin.close()
         self.process.wait()
+
+
+def config_sizes(name, quick=False):
+    """The sizes a run of config ``name`` uses: QUICK_SIZES's with --quick."""
+    return {**ALL_CONFIGS[name], **(QUICK_SIZES.get(name, {}) if quick else {})}
+
+
+def unavailable(name):
+    """Why config ``name`` cannot run here (its reference library is not
+    installed), or None."""
+    import importlib.util
+
+    if name in LLAMA_CONFIGS and importlib.util.find_spec("transformers") is None:
+        return ("transformers is not installed (the reference LlamaForCausalLM): "
+                "pip install transformers")
+    return None
 
 
 def thread_env(threads):
@@ -140,7 +182,8 @@ def compare_training(name, args):
     """Median step times, page faults, system time, memory and the matmul
     share for one config."""
     workers = start_workers(name, args)
-    result = {"allocators": {label: worker.allocator for label, worker in workers.items()}}
+    result = {"allocators": {label: worker.allocator for label, worker in workers.items()},
+              "sizes": config_sizes(name, args.quick)}
     warm_up(workers, result)
     result["times"] = {label: [] for label in workers}
     result["rusage"] = {label: {"faults": 0, "system_seconds": 0.0, "steps": 0}
@@ -216,7 +259,9 @@ def save_json(results, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS)
+        "--configs", default=None,
+        help="comma-separated: " + ", ".join(ALL_CONFIGS) + " (default: all; with --quick "
+             "tiny,llama)"
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="turns of each implementation per config (default 5)"
@@ -243,7 +288,9 @@ def main():
                              "(about 30 s per config to compile)")
     parser.add_argument("--no-decoding", action="store_true", help="skip the decoding comparison")
     parser.add_argument(
-        "--quick", action="store_true", help="one round, the tiny config: a smoke run"
+        "--quick", action="store_true",
+        help="one round, the tiny config and a small llama (where transformers is installed), "
+             "or the --configs given (llama at its quick sizes): a smoke run"
     )
     parser.add_argument("--json", help="also write the raw measurements here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -253,12 +300,13 @@ def main():
     if args.worker:
         from benchmark_worker import serve  # noqa: E402  (imports the libraries)
 
-        return serve(args.worker, CONFIGS[args.config], args.device, args.threads,
-                     args.workers)
-    names = ["tiny"] if args.quick else args.configs.split(",")
-    unknown = [name for name in names if name not in CONFIGS]
+        return serve(args.worker, config_sizes(args.config, args.quick), args.device,
+                     args.threads, args.workers)
+    default = ["tiny", *LLAMA_CONFIGS] if args.quick else list(ALL_CONFIGS)
+    names = args.configs.split(",") if args.configs else default
+    unknown = [name for name in names if name not in ALL_CONFIGS]
     if unknown:
-        parser.error(f"--configs: unknown {unknown}, expected some of {list(CONFIGS)}")
+        parser.error(f"--configs: unknown {unknown}, expected some of {list(ALL_CONFIGS)}")
     checked = (("--rounds", args.rounds, 1), ("--threads", args.threads, 1),
                ("--pause", args.pause, 0), ("--workers", args.workers, 1))
     for option, value, lowest in checked:
@@ -279,7 +327,16 @@ def main():
 
     peak = matmul_peak_flops(args.device)
     results = {"peak_flops": peak, "configs": {}, "machine": machine(args, minitrans_threads)}
+    if any(name in LLAMA_CONFIGS and not unavailable(name) for name in names):
+        from importlib.metadata import version
+
+        results["machine"]["transformers"] = version("transformers")
     for name in names:
+        reason = unavailable(name)
+        if reason:
+            print(f"skipping {name}: {reason}", file=sys.stderr, flush=True)
+            results.setdefault("skipped", {})[name] = reason  # beside "configs", not in it
+            continue
         print(f"measuring {name} ...", file=sys.stderr, flush=True)
         results["configs"][name] = compare_training(name, args)
         save_json(results, args.json)  # after each config: a run stopped later keeps it

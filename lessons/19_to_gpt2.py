@@ -605,7 +605,8 @@ check_decoder_only_parameter_count(my_parameter_count);
 #
 # ## Next
 #
-# This ends the main path: from softmax to the shape of GPT-2. The appendix
-# is about engineering, and starts with
-# [Lesson 20](20_checking_against_pytorch.ipynb): the whole model, its
-# gradients and Adam checked against PyTorch, an independent implementation.
+# One more lesson on the main path:
+# [Lesson 22](22_todays_decoder.ipynb), today's decoder: what Llama and the
+# models after it changed from GPT-2 (RMSNorm, rotary positions, SwiGLU,
+# grouped-query attention), each built and gradient-checked, and the 2017
+# block against today's on a toy task.

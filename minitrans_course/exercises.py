@@ -34,6 +34,7 @@ from minitrans_course import (
     exercises_gpt,
     exercises_language_models,
     exercises_masks_heads,
+    exercises_modern,
     exercises_output,
     exercises_recurrent,
     exercises_regularisation,
@@ -128,4 +129,5 @@ CHECKERS = {
     **exercises_regularisation.CHECKERS,
     **exercises_experiments.CHECKERS,
     **exercises_gpt.CHECKERS,
+    **exercises_modern.CHECKERS,
 }

@@ -1,16 +1,20 @@
 """``minitrans generate`` and ``minitrans attention``: explore a trained model.
 
     minitrans generate --checkpoint lm.npz "12+" --temperature 0.8 --top-k 5 --samples 5
+    minitrans generate --pretrained gpt2/ "Once upon a time" --top-p 0.9 --max-tokens 40
     minitrans attention --checkpoint CK "a sentence" --out attn.png [--layer L]
 
 ``generate`` samples continuations of a prompt from a decoder-only model
-(``translate`` is the command for an encoder-decoder model); ``attention``
+(``translate`` is the command for an encoder-decoder model), or from a
+pretrained GPT-2 or Llama folder with its own tokenizer; ``attention``
 draws the attention maps of a greedily decoded text, for both model kinds.
 """
 
 import os
 
-from minitrans.cli import flags, text_input
+import numpy as np
+
+from minitrans.cli import flags, pretrained_folder, text_input
 from minitrans.core import backend
 from minitrans.data import BOS_ID, EOS, pad
 from minitrans.decoding import generate as continue_prompt
@@ -33,13 +37,24 @@ def add_generate_parser(commands):
     generate = commands.add_parser(
         "generate",
         help="sample continuations of a prompt from a decoder-only model (train lm)",
-        description="Sample continuations of a prompt from a decoder-only checkpoint: each "
+        description="Sample continuations of a prompt from a decoder-only checkpoint, or from "
+        "a pretrained GPT-2 or Llama folder (--pretrained, with its own tokenizer): each "
         "step divides the logits by the temperature, keeps the top-k, then the smallest set "
         "of tokens holding top-p of the probability, and draws one. Prints one line per "
-        "sample: the prompt followed by its continuation, up to <eos>.",
+        "sample: the prompt followed by its continuation, up to <eos> (a pretrained model's "
+        "end-of-text token).",
         formatter_class=flags.HelpFormatter,
     )
-    flags.add_checkpoint(generate, "a decoder-only")
+    source = generate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", metavar="FILE",
+                        help="a decoder-only checkpoint of minitrans (train lm) (default: none; "
+                        "this or --pretrained is required)")
+    source.add_argument("--pretrained", metavar="FOLDER",
+                        help="a GPT-2 or Llama model folder in the Hugging Face Hub layout: "
+                        "config.json, model.safetensors and its tokenizer (tokenizer.json, or "
+                        "vocab.json and merges.txt); samples end at its end-of-text token "
+                        "(config.json's eos_token_id, else <|endoftext|>) (default: none; this or "
+                        "--checkpoint is required)")
     generate.add_argument(
         "prompt",
         nargs="?",
@@ -118,6 +133,8 @@ def add_attention_parser(commands):
 
 def run_generate(args):
     flags.use_device(args)
+    if args.pretrained is not None:
+        return run_generate_pretrained(args)
     model, task = experiment.load_trained(args.checkpoint)
     if task.kind != "lm":
         raise ValueError(
@@ -147,6 +164,58 @@ def run_generate(args):
         for row in backend.to_numpy(new).tolist():
             print(task.tokenizer.join(tokens + task.vocab.decode(row)))
     return 0
+
+
+def run_generate_pretrained(args):
+    """generate --pretrained: the folder's tokenizer encodes each prompt and
+    decodes its continuation, which stops at the end-of-text token."""
+    model, tokenizer, info = pretrained_folder.load_model(args.pretrained, "--pretrained")
+    check_rows_fit("--samples", args.samples, model.config, what="samples")
+    eos = pretrained_folder.eos_id(info, tokenizer)
+    start = info.bos_token_id if isinstance(info.bos_token_id, int) else eos
+    rng = backend.device_rng(args.seed)
+    prompts = [args.prompt] if args.prompt is not None else text_input.input_lines()
+    for text in prompts:
+        ids = pretrained_folder.encode(tokenizer, text)
+        if not ids:  # an empty prompt: start from the beginning-of-text token
+            if start is None:
+                raise ValueError("prompt: empty, and the model names no beginning- or "
+                                 "end-of-text token to start from; give a prompt")
+            ids = [start]
+        room = _pretrained_room(len(ids), model.config.max_len, args.max_tokens)
+        prompt = backend.to_device(np.array([ids] * args.samples, dtype=np.int64))
+        new = continue_prompt(model, prompt, args.max_tokens or room, eos_id=eos, pad_id=None,
+                              strategy="sample", temperature=args.temperature,
+                              top_k=args.top_k, top_p=args.top_p, rng=rng)
+        for row in backend.to_numpy(new).tolist():
+            if eos in row:
+                row = row[:row.index(eos)]
+            print(_continued(tokenizer, text, ids, row))
+    return 0
+
+
+def _pretrained_room(length, positions, max_tokens):
+    """New tokens after a prompt of ``length`` ids: the prompt and every new
+    token but the last are fed, so positions - length + 1."""
+    room = positions - length + 1
+    if length > positions:
+        raise ValueError(f"prompt: expected at most {positions} tokens (the model has "
+                         f"{positions} positions), got {length}")
+    if max_tokens is not None and max_tokens > room:
+        raise ValueError(f"--max-tokens: expected at most {room} after this prompt of {length} "
+                         f"tokens (the model has {positions} positions), got {max_tokens}")
+    return room
+
+
+def _continued(tokenizer, text, ids, new):
+    """The prompt as typed followed by the decoded continuation: the text of
+    the prompt's and the new ids together, less that of the prompt's alone
+    (decoding the continuation alone could lose the space between)."""
+    special = getattr(tokenizer, "special_ids", set())
+    prompt_ids = [i for i in ids if i not in special]
+    before = tokenizer.decode(prompt_ids)
+    whole = tokenizer.decode(prompt_ids + [i for i in new if i not in special])
+    return text + whole[len(before):] if whole.startswith(before) else whole
 
 
 def _room_after(tokens, positions, max_tokens):

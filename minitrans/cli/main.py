@@ -4,6 +4,8 @@
     minitrans translate --checkpoint FILE "text"     (or one sentence per stdin line)
     minitrans evaluate --checkpoint FILE --data TEST.tsv
     minitrans generate --checkpoint LM.npz "12+" [--temperature T --top-k K --top-p P]
+    minitrans generate --pretrained FOLDER "prompt"   (a GPT-2 or Llama folder, Hub layout)
+    minitrans train --init-from FOLDER --data corpus.txt   (fine-tune it on a text)
     minitrans attention --checkpoint FILE "text" --out attention.png
     minitrans gradcheck [--backend numpy|strict|cupy]
     minitrans doctor [--device cpu|gpu]                (this machine, for a bug report)

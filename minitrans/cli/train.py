@@ -9,7 +9,7 @@ import dataclasses
 import os
 import sys
 
-from minitrans.cli import flags, resume_flags
+from minitrans.cli import finetune, flags, resume_flags
 from minitrans.data import corpus
 from minitrans.data.bpe import MAX_MERGES
 from minitrans.data.tasks import TASKS
@@ -58,8 +58,10 @@ def add_parsers(commands):
     def flag(name, key, meaning, **options):
         train.add_argument(name, **options, help=f"{meaning} (default: {per_task(key)})")
 
-    train.add_argument("task", choices=list(TASKS),  # the registry: data.tasks.TASKS
-                       help="the task (translate with --data: your own corpus)")
+    train.add_argument("task", choices=list(TASKS), nargs="?",  # the registry: data.tasks.TASKS
+                       help="the task (translate with --data: your own corpus); none with "
+                       "--init-from")
+    finetune.add_flags(train)
     train.add_argument("--data", help="training pairs, one 'source<TAB>target' per line (UTF-8) "
                        "(default: the task's own generated data)")
     train.add_argument("--valid", help="held-out pairs (default: a fixed slice of --data)")
@@ -135,7 +137,7 @@ def add_parsers(commands):
     )
     train.add_argument("--no-progress", action="store_true",
                        help="no progress bar, even on a terminal (default: a bar on a terminal)")
-    train.set_defaults(run=run)
+    train.set_defaults(run=run, parser=train)
 
 
 def add_modern_flags(train):
@@ -157,6 +159,11 @@ def add_modern_flags(train):
 
 
 def run(args):
+    if args.init_from is not None:
+        return finetune.run(args)
+    if args.task is None:
+        args.parser.error("the following arguments are required: task (or --init-from FOLDER)")
+    finetune.check_not_given(args)
     flags.use_device(args)
     check_corpus_flags(args)
     progress = not args.no_progress and sys.stderr.isatty()  # a bar floods a log file

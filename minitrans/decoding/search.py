@@ -160,6 +160,12 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
     "sample" takes temperature, top_k, top_p, rng as ``sample`` does. Returns
     the new tokens (B, L <= max_new_tokens) as greedy; with return_logits
     also their logits (B, L, V).
+
+    A pretrained model has no padding token (its config's pad_id is None):
+    with ``pad_id=None`` no token is banned, and a row that has finished
+    repeats ``eos_id`` (as Hugging Face's ``generate`` fills with its pad
+    token, usually the end-of-text token); with ``eos_id=None`` no token
+    ends a row, and all ``max_new_tokens`` are generated.
     """
     check_model_kind("lm", lm, decoder_only=True)
     checks.check_token_ids("prompt", prompt, lm.config.vocab_size, ndim=2, nonempty=True)
@@ -189,18 +195,24 @@ def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_log
     The caller has checked the source or prompt and the first tokens; every
     later token is one the model chose, so the model need not check them
     again (``checks.inputs_checked``), and a token costs one wait for the
-    GPU: whether every row has finished."""
+    GPU: whether every row has finished. pad_id None: nothing banned,
+    finished rows filled with eos_id; eos_id None: no row ever finishes."""
     xp = backend.get_xp()
     tokens, finished = first_tokens, xp.zeros(first_tokens.shape, dtype=bool)
+    filler = eos_id if pad_id is None else pad_id
     outputs, all_logits = [], []
     for _ in range(max_steps):
         with checks.inputs_checked():
             logits = feed(tokens)
-        banned = xp.where(xp.arange(logits.shape[-1]) == pad_id, -xp.inf, logits)
+        banned = (logits if pad_id is None
+                  else xp.where(xp.arange(logits.shape[-1]) == pad_id, -xp.inf, logits))
         chosen = choose(banned).astype(tokens.dtype)
-        outputs.append(xp.where(finished, pad_id, chosen))
+        outputs.append(xp.where(finished, filler, chosen) if filler is not None else chosen)
         if keep_logits:
             all_logits.append(logits)
+        if eos_id is None:
+            tokens = chosen
+            continue
         finished = finished | (chosen == eos_id)
         if bool(finished.all()):
             break

@@ -36,7 +36,8 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         "minitrans.interop.torch needs PyTorch, which is not installed. Install the torch extra: "
         "pip install \"minitrans[torch]\" (on Linux, the CPU-only build is much smaller: "
-        "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu)",
+        name="torch",  # what is missing, as Python's own ModuleNotFoundError says
     ) from error
 
 from minitrans.core import backend

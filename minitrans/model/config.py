@@ -1,6 +1,7 @@
 """Model sizes and options, with the paper's configurations by name."""
 
 import dataclasses
+import typing
 
 from minitrans.core import checks
 from minitrans.layers.add_norm import NORMS
@@ -39,7 +40,9 @@ class ModelConfig:
     tie_embeddings:  one matrix for source and target embeddings and the
                      pre-softmax projection (paper §3.4); needs one vocabulary
     decoder_only:    a GPT-style language model: no encoder, no cross-attention
-    pad_id:          the token id of <pad>, masked out everywhere
+    pad_id:          the token id of <pad>, masked out everywhere; None: the
+                     model has no padding token (GPT-2, Llama), no key is
+                     masked but the future and the loss counts every target
     d_k:             width of each head (and d_v); None: d_model / h, the paper's
     positions:       "sinusoidal" (the paper), "learned" (Table 3 row E, GPT-2)
                      or "rope" (rotary, Llama: no table is added to the
@@ -71,7 +74,7 @@ class ModelConfig:
     pre_norm: bool = False
     tie_embeddings: bool = False
     decoder_only: bool = False
-    pad_id: int = 0
+    pad_id: typing.Optional[int] = 0  # Optional: a checkpoint's record may hold None
     d_k: int = None
     positions: str = "sinusoidal"
     activation: str = "relu"
@@ -110,9 +113,8 @@ class ModelConfig:
         for name in ("pre_norm", "tie_embeddings", "decoder_only", "bias", "output_bias",
                      "scale_embedding"):
             checks.check_bool(name, getattr(self, name))  # "false" would be a truthy string
-        checks.check_int(
-            "pad_id", self.pad_id, low=0, high=min(self.vocab_size, self.source_vocab_size) - 1
-        )
+        checks.check_int("pad_id", self.pad_id, low=0,
+                         high=min(self.vocab_size, self.source_vocab_size) - 1, allow_none=True)
         self._store_python_numbers()
         if (
             self.tie_embeddings

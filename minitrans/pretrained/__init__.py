@@ -12,4 +12,20 @@ own checkpoints: anything malformed is a one-line ``PretrainedError`` naming
 the file and the tensor or field. Reading and writing tensors needs the
 ``safetensors`` package (``pip install "minitrans[pretrained]"``); importing
 these modules does not.
+
+On top of them, GPT-2 and Llama models: ``load_pretrained(folder)`` gives
+(model, tokenizer or None, info), a ``DecoderOnlyLM`` of minitrans's own
+layers with the folder's weights; ``save_pretrained(model, folder,
+architecture)`` writes one back as Hugging Face's ``transformers`` reads
+it. ``architectures`` maps config.json to a ``ModelConfig`` and back,
+``tensor_names`` every tensor's name to minitrans's parameters (the table is
+in its docstring), ``load`` does the rest.
 """
+
+from minitrans.pretrained.architectures import GPT2, LLAMA
+from minitrans.pretrained.file_checks import PretrainedError
+from minitrans.pretrained.folder import loaded_bytes, read_folder, write_folder
+from minitrans.pretrained.load import PretrainedInfo, load_pretrained, save_pretrained
+
+__all__ = ["GPT2", "LLAMA", "PretrainedError", "PretrainedInfo", "load_pretrained",
+           "loaded_bytes", "read_folder", "save_pretrained", "write_folder"]

@@ -64,7 +64,8 @@ def check_records(path, records, arrays):
 def check_fields(name, values, cls):
     """``values`` may give the fields of dataclass ``cls`` (missing ones keep
     their defaults), each of the type its annotation names: str, int, float
-    (an int will do) or bool, or None where the default is None."""
+    (an int will do) or bool, or None where the default is None or the
+    annotation is ``Optional`` (ModelConfig.pad_id: no padding token)."""
     _check_object(name, values)
     fields = {field.name: field for field in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
@@ -73,9 +74,9 @@ def check_fields(name, values, cls):
     hints = typing.get_type_hints(cls)
     for key, value in values.items():
         field, where = fields[key], f"{name}.{key}"
-        if value is None and field.default is None:
+        kind, optional = _annotated_kind(hints[key])
+        if value is None and (optional or field.default is None):
             continue
-        kind = hints[key]
         if kind is bool:
             checks.check_bool(where, value)
         elif kind is int:
@@ -84,6 +85,15 @@ def check_fields(name, values, cls):
             checks.check_number(where, value, finite=key != "target_exact_match")
         elif not isinstance(value, str):
             raise ValueError(f"{where}: expected a string, got {value!r}")
+
+
+def _annotated_kind(hint):
+    """(the type, whether None is allowed) of an annotation: int -> (int,
+    False), Optional[int] -> (int, True)."""
+    others = [kind for kind in typing.get_args(hint) if kind is not type(None)]
+    if typing.get_origin(hint) is typing.Union and len(others) == 1:
+        return others[0], True
+    return hint, False
 
 
 def check_model_config(name, values):

@@ -163,7 +163,7 @@ class Trainer:
                         log(interval.line(self.step, self.history["lr"][-1]))
                     last, saved = self.evaluate_and_save(log), self.step
                     minutes = (time.perf_counter() - started) / 60
-                    reason = stopping.stop_reason(self.config, self.evaluations, minutes)
+                    reason = self.stop_reason(minutes)
                     if reason:
                         log(f"step {self.step}: {reason}")
                         break
@@ -175,6 +175,11 @@ class Trainer:
         finally:
             bar.close()
         return last
+
+    def stop_reason(self, minutes):
+        """Why the run stops after the evaluation just made, or None
+        (``training.stopping``); ``minutes``: how long this ``fit`` has trained."""
+        return stopping.stop_reason(self.config, self.evaluations, minutes)
 
     def evaluate_and_save(self, log=None):
         """Evaluate, save the checkpoint, and save it as ``best.npz`` too when

@@ -13,8 +13,10 @@ import pytest
 
 import minitrans
 from minitrans.model.config import ModelConfig
+from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
 from minitrans.training import checkpoint, experiment
+from minitrans.training.records import check_records
 from minitrans.training.trainer import TrainConfig
 from minitrans.training.checkpoint import (
     CheckpointError,
@@ -47,6 +49,21 @@ def test_round_trip_is_exact(backend_name, tmp_path):
         np.testing.assert_array_equal(
             minitrans.to_numpy(restored), minitrans.to_numpy(value), err_msg=name
         )
+
+
+def test_a_model_without_a_padding_token_is_saved_and_its_records_accepted(tmp_path):
+    """pad_id=None (a pretrained GPT-2 or Llama) is a record's value like
+    any other; a string or a negative id is still refused by name."""
+    config = ModelConfig.preset("tiny", vocab_size=7, decoder_only=True, pad_id=None)
+    path = tmp_path / "lm.npz"
+    _save_model(path, DecoderOnlyLM(config, rng=0))
+    arrays, records = load_checkpoint(path)
+    check_records(path, records, arrays)
+    assert ModelConfig.from_dict(records["model_config"]).pad_id is None
+    for value in ("none", -1):
+        records["model_config"]["pad_id"] = value
+        with pytest.raises(CheckpointError, match="model_config.pad_id"):
+            check_records(path, records, arrays)
 
 
 def test_a_failed_write_leaves_the_old_checkpoint_and_no_temporary_file(tmp_path, monkeypatch):

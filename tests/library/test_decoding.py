@@ -321,6 +321,23 @@ def test_language_model_greedy_continues_the_prompt(backend_name, device):
     assert decoding.generate(lm, device([[3], [4]]), 1).shape == (2, 1)  # a one-token prompt
 
 
+def test_without_a_padding_token_nothing_is_banned_and_eos_may_be_none(backend_name, device):
+    """A pretrained model has no <pad> (pad_id=None): every token may be
+    chosen, as Hugging Face's greedy generate chooses; finished rows repeat
+    <eos>, and with eos_id=None every row runs to max_new_tokens."""
+    lm = make_model(seed=1, decoder_only=True, eos_shift=0.0)
+    lm.output_projection.params["b"][PAD] += 100.0  # <pad> is now every step's argmax
+    prompt = device(PROMPTS)
+    assert (host(decoding.generate(lm, prompt, 4, pad_id=None)) == PAD).all()
+    assert PAD not in host(decoding.generate(lm, prompt, 4))[:, 0]  # banned, as before
+    lm.output_projection.params["b"][PAD] -= 100.0
+    lm.output_projection.params["b"][EOS] += 100.0  # <eos> at once
+    np.testing.assert_array_equal(host(decoding.generate(lm, prompt, 4, pad_id=None)),
+                                  [[EOS], [EOS]])
+    endless = host(decoding.generate(lm, prompt, 4, eos_id=None, pad_id=None))
+    np.testing.assert_array_equal(endless, np.full((2, 4), EOS))
+
+
 # ------------------------------------------------------------ attention maps
 
 

@@ -3,6 +3,7 @@ learned positional embeddings (row E, GPT-2) and GELU (BERT, GPT-2). Each is
 gradient-checked, shown failing the checker when its backward is wrong, and
 counted by ModelConfig.parameter_count; the defaults are the paper's model."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from minitrans import FeedForward
 from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.layers.positional import PositionalEmbedding
 from minitrans.model.config import ModelConfig
+from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.ops import activations
 from minitrans.gradcheck import check_layer
 from minitrans.gradcheck import randomise_params
@@ -121,6 +123,30 @@ def test_bad_options_are_named(field, value, expected):
         ModelConfig(vocab_size=11, d_model=8, h=2, **{field: value})
     assert_names(info, field)
     assert expected in str(info.value)
+
+
+def test_pad_id_none_is_a_model_without_a_padding_token():
+    """GPT-2 and Llama have no <pad>: pad_id=None masks no key (only the
+    future), where pad_id=0 hides every key that is token 0."""
+    with minitrans.using("numpy", dtype="float64"):
+        config = ModelConfig.preset("tiny", vocab_size=11, decoder_only=True, pad_id=None)
+        assert ModelConfig.from_dict(config.to_dict()).pad_id is None
+        assert ModelConfig(vocab_size=11, d_model=8, h=2).pad_id == 0  # the default is kept
+        ids = np.array([[3, 0, 5, 0], [4, 6, 7, 8]])
+        mask = minitrans.to_numpy(minitrans.padding_mask(ids, None))
+        assert mask.shape == (2, 1, 4) and mask.all()
+        np.testing.assert_array_equal(minitrans.to_numpy(minitrans.decoder_mask(ids, None)),
+                                      np.broadcast_to(np.tril(np.ones((4, 4), bool)), (2, 4, 4)))
+        none = DecoderOnlyLM(config, rng=0).forward(ids)
+        zero = DecoderOnlyLM(dataclasses.replace(config, pad_id=0), rng=0).forward(ids)
+    np.testing.assert_array_equal(none[1], zero[1])  # no token 0 in the row: the same
+    assert not np.allclose(none[0, 2:], zero[0, 2:])  # token 0 is attended to, not hidden
+
+
+@pytest.mark.parametrize("value", ["0", -1, 11, 1.0])
+def test_a_bad_pad_id_is_still_named(value):
+    with pytest.raises(ValueError, match="pad_id: expected an integer in \\[0, 10\\] or None"):
+        ModelConfig(vocab_size=11, d_model=8, h=2, pad_id=value)
 
 
 def test_d_k_frees_d_model_from_divisibility_by_h():

@@ -6,7 +6,11 @@ workers' allocators are the ones asked for (or refused), their answers carry
 page faults and system time; the report's tables and first line say what
 the measurements say; and a smoke run of ``benchmarks/vs_pytorch.py
 --quick`` ends with its report (skipped when PyTorch is absent), and one of
-``benchmarks/kernels.py --quick`` prints a row for every kernel pair.
+``benchmarks/kernels.py --quick`` prints a row for every kernel pair. The
+llama config's workers build the same model on both sides (the same number
+of parameters, the same loss of the same batch), and the config is skipped,
+with the reason, where transformers is not installed; grouped_query.py
+prints its table, the cache of 2 key/value heads a quarter of 8's.
 
 The benchmark's speed claims are measured by running it, never here.
 """
@@ -184,10 +188,14 @@ def test_products_table_is_absent_without_measurements():
 
 
 def test_vs_pytorch_quick_run_reports():
+    """The parent, its workers (tuned and untuned) and the report, end to end
+    on the tiny config. The llama config's two runners are checked apart
+    (same parameters, same losses) and its rows by the report's own tests:
+    four more workers importing transformers would double this test's time."""
     pytest.importorskip("torch", reason="PyTorch is not installed: pip install \".[torch]\"")
     script = os.path.join(BENCHMARKS, "vs_pytorch.py")
     run = subprocess.run(
-        [sys.executable, script, "--quick", "--pause", "0"],
+        [sys.executable, script, "--quick", "--configs", "tiny", "--pause", "0"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -195,6 +203,7 @@ def test_vs_pytorch_quick_run_reports():
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| tiny |" in run.stdout and "2 worker threads" in run.stdout
     assert "ratio, glibc default malloc" in run.stdout and "| tiny | glibc default |" in run.stdout
+    assert "| llama" not in run.stdout  # --configs is obeyed by --quick too
     assert "NumPy" in run.stdout.splitlines()[0] and "BLAS" in run.stdout.splitlines()[0]
     assert (
         "matrix products alone" not in run.stdout
@@ -558,3 +567,102 @@ def test_ab_steps_times_two_checkouts_in_turn():
     refused = subprocess.run([sys.executable, script, checkout, checkout, "--configs", "huge"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "huge" in refused.stderr
+
+
+# ------------------------------------------------------------ the llama config (issue 23)
+
+LLAMA_TINY = dict(model="llama", d_model=32, h=4, kv_heads=2, N=2, d_ff=88, vocab_size=300,
+                  length=8, batch=4, norm_eps=1e-6, rope_base=500000.0)  # not the defaults
+
+
+def test_the_llama_workers_build_the_same_model():
+    """minitrans's DecoderOnlyLM and transformers' LlamaForCausalLM of the
+    same sizes: as many parameters on both sides (and as ModelConfig counts
+    from the sizes), and, with minitrans's weights copied over, the same
+    loss of the same batch; two steps of each run (Adam too: the second
+    loss agrees as well). The sizes' rope base and eps are not the
+    libraries' defaults: either one dropped on one side moves the first
+    loss by 3e-4 or more (relative), beyond the 1e-5 allowed here."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    pytest.importorskip("transformers", reason="transformers is not installed")
+    from benchmark_worker import make_runner
+    from llama_runner import MinitransLlamaRunner, TorchLlamaRunner, parameter_counts
+
+    import minitrans
+
+    threads = torch.get_num_threads()
+    try:
+        with minitrans.using("numpy", dtype="float32"):
+            ours = make_runner("minitrans", LLAMA_TINY, "cpu", threads=2, workers=2)
+            theirs = make_runner("torch", LLAMA_TINY, "cpu", threads=1)
+            assert isinstance(ours, MinitransLlamaRunner)
+            assert isinstance(theirs, TorchLlamaRunner)
+            ours_count, theirs_count = parameter_counts(ours, theirs)
+            assert ours_count == theirs_count == ours.model.config.parameter_count() > 0
+            config = theirs.model.config
+            assert (config._attn_implementation, config.num_key_value_heads,
+                    config.intermediate_size, config.tie_word_embeddings) == ("eager", 2, 88, False)
+            for _ in range(2):
+                loss, torch_loss = ours.step(), theirs.step()
+                assert np.isfinite(loss) and loss == pytest.approx(torch_loss, rel=1e-5)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_llama_config_is_skipped_without_transformers():
+    """Where transformers is not installed, --configs llama measures
+    nothing and the report's row says why; the run still ends with its
+    report (the other configs would run: only llama needs transformers)."""
+    pytest.importorskip("torch", reason="PyTorch is not installed")
+    script = os.path.join(BENCHMARKS, "vs_pytorch.py")
+    hide = (
+        "import importlib.util, runpy, sys\n"
+        f"sys.path.insert(0, {BENCHMARKS!r})  # as when the script is run: its folder first\n"
+        "real = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name == 'transformers' "
+        "else real(name, *a)\n"
+        f"sys.argv = [{script!r}, '--configs', 'llama', '--no-decoding']\n"
+        f"runpy.run_path({script!r}, run_name='__main__')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "skipping llama: transformers is not installed" in run.stderr
+    row = next(line for line in run.stdout.splitlines() if line.startswith("| llama |"))
+    assert row.startswith("| llama | skipped: transformers is not installed")
+    header = next(line for line in run.stdout.splitlines() if line.startswith("| config |"))
+    assert row.count("|") == header.count("|")
+
+
+def test_the_report_names_a_skipped_config_and_quick_sizes():
+    from benchmark_report import config_cell
+    from vs_pytorch import LLAMA_CONFIGS, QUICK_SIZES, config_sizes
+
+    results = _full_results({"seconds": 30.0})
+    results["skipped"] = {"llama": "transformers is not installed: pip install transformers"}
+    table = report(results).split("\n\n")[1].splitlines()
+    assert table[-1] == ("| llama | skipped: transformers is not installed: pip install "
+                         "transformers" + " | -" * (table[0].count("|") - 3) + " |")
+    assert config_sizes("llama") == LLAMA_CONFIGS["llama"]
+    quick = config_sizes("llama", quick=True)
+    assert quick == {**LLAMA_CONFIGS["llama"], **QUICK_SIZES["llama"]} and quick["kv_heads"] == 2
+    assert config_cell("llama", {"sizes": LLAMA_CONFIGS["llama"]}) == "llama"
+    assert config_cell("llama", {"sizes": quick}).startswith("llama (quick sizes: d_model 64, ")
+
+
+def test_grouped_query_prints_its_table(capsys):
+    """benchmarks/grouped_query.py --quick: both models decode, and the key/value
+    cache read off the arrays of kv_heads 2 is a quarter of kv_heads 8's."""
+    import grouped_query
+
+    assert grouped_query.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "NumPy" in out.splitlines()[0]
+    rows = {line.split(" | ")[0][2:]: [cell.strip() for cell in line.strip("|").split("|")]
+            for line in out.splitlines() if line.startswith("| ")}
+    cache = next(cells for name, cells in rows.items() if name.startswith("key/value cache"))
+    grouped, full = (int(cell.split(" ")[0].replace(",", "")) for cell in cache[1:3])
+    assert 4 * grouped == full > 0 and cache[3] == "0.25"
+    assert "grouped-query (kv_heads 2)" in out and "multi-head (kv_heads 8)" in out
+    decoding = next(cells for name, cells in rows.items() if name.startswith("greedy decoding"))
+    assert float(decoding[1]) > 0 and float(decoding[2]) > 0
