@@ -105,6 +105,7 @@ def layer_cases(rng):
         ("Transformer + loss", {}),
         ("Transformer + loss (tied, pre-norm)", {"tie_embeddings": True, "pre_norm": True}),
         ("Decoder-only LM + loss", {"decoder_only": True}),
+        ("Transformer + loss (Llama's options, kv_heads 1 of 2)", {**MODERN, "kv_heads": 1}),
         ("Decoder-only LM + loss (Llama's options, pre-norm, kv_heads 2 of 4)",
          {**MODERN, "decoder_only": True, "pre_norm": True, "d_model": 8, "h": 4}),
     ]:
