@@ -18,7 +18,7 @@ from minitrans.cli import flags, pretrained_folder, resume_flags
 from minitrans.core.memory_budget import check_fits, training_bytes
 from minitrans.pretrained import save_pretrained
 from minitrans.pretrained.architectures import hub_config
-from minitrans.training import interrupt, run_folder
+from minitrans.training import interrupt
 from minitrans.training.finetune import FinetuneTrainer, text_task
 from minitrans.training.parallel import default_workers
 from minitrans.training.train_config import TrainConfig
@@ -78,7 +78,7 @@ def run(args):
     train_config = TrainConfig(
         task="pretrained", data=args.data, valid=args.valid, label_smoothing=0.0,
         seed=args.seed or 0, workers=args.workers, max_minutes=args.max_minutes,
-        out_dir=folder_of_run(args),
+        out_dir=flags.new_run_folder(args, "finetune"),
         **{key: getattr(args, key) or value for key, value in DEFAULTS.items()})
     task = text_task(tokenizer, text, block_size, valid_text, source=args.data)
     batch = min(train_config.batch_size, len(task.train))
@@ -142,23 +142,6 @@ def read_text(path, flag):
         raise ValueError(f"{flag}: {path}: is a folder, expected a text file") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"{flag}: {path}: not UTF-8 text (byte {error.start})") from None
-
-
-def folder_of_run(args):
-    """--out (refused if it holds another run's checkpoint, unless --force),
-    else runs/<stem of --data>, or the next free numbered one."""
-    if args.out is not None:
-        run_folder.check_new_run(args.out, args.force)
-        return args.out
-    default = run_folder.default_folder("finetune", args.data)
-    run_folder.check_is_folder(default, named="the default folder")
-    if args.force:
-        run_folder.check_new_run(default, force=True)
-        return default
-    out = run_folder.free_folder(default)
-    if out != default:
-        print(f"{default} holds another run; this one writes into {out}")
-    return out
 
 
 def extra_fields(model, info):

@@ -6,6 +6,7 @@ formatter, and the flags several commands take (--checkpoint, --seed,
 import argparse
 
 from minitrans.core import backend, checks
+from minitrans.training import run_folder
 
 
 def number(convert, most=None, **bounds):
@@ -94,3 +95,22 @@ def add_device(parser):
 def use_device(args):
     """--device gpu runs the same code on CuPy."""
     backend.use("cupy" if args.device == "gpu" else "numpy")
+
+
+def new_run_folder(args, name):
+    """The folder of a new run of train: --out, refused if it holds an
+    earlier run's checkpoint (unless --force) or a trainer works there;
+    without --out the default folder runs/<name or --data's stem>, or the
+    next free numbered one, said in the first line of output."""
+    if args.out is not None:
+        run_folder.check_new_run(args.out, args.force)
+        return args.out
+    default = run_folder.default_folder(name, args.data)
+    run_folder.check_is_folder(default, named="the default folder")
+    if args.force:
+        run_folder.check_new_run(default, force=True)
+        return default
+    out = run_folder.free_folder(default)
+    if out != default:
+        print(f"{default} holds another run; this one writes into {out}")
+    return out

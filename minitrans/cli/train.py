@@ -170,7 +170,7 @@ def run(args):
     if args.resume:
         trainer = resume(args, progress)
     else:
-        out = folder_of_new_run(args)
+        out = flags.new_run_folder(args, args.task)
         schedule = (
             "steps",
             "batch_size",
@@ -245,24 +245,6 @@ def check_corpus_flags(args):
             raise ValueError(f"--{name}: only used with --data (a corpus of your own); the "
                              f"{args.task} task generates its own data, got --{name} "
                              f"{getattr(args, name)}")
-
-
-def folder_of_new_run(args):
-    """--out, refused if it holds an earlier run's checkpoint (unless
-    --force) or a trainer works there; without --out the default folder, or
-    the next free numbered one, said in the first line of output."""
-    if args.out is not None:
-        run_folder.check_new_run(args.out, args.force)
-        return args.out
-    default = run_folder.default_folder(args.task, args.data)
-    run_folder.check_is_folder(default, named="the default folder")
-    if args.force:
-        run_folder.check_new_run(default, force=True)
-        return default
-    out = run_folder.free_folder(default)
-    if out != default:
-        print(f"{default} holds another run; this one writes into {out}")
-    return out
 
 
 def resume(args, progress):
