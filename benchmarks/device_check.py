@@ -105,7 +105,8 @@ def common_facts(mode, budget, used=None):
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     what = ("a rehearsal on the CPU: the strict backend stands in for CuPy, --device cpu "
-            "for --device gpu, a small part of the test suite, vs_pytorch's --quick"
+            "for --device gpu, a small part of the test suite, the gradient check on numpy, "
+            "vs_pytorch's --quick"
             if mode.rehearsal else "on the GPU")
     spent = f", {used:.0f} s used" if used is not None else ""
     order = ", ".join(str(SECTION_NUMBER[key]) for key in RUN_ORDER)

@@ -274,6 +274,8 @@ def test_an_unknown_environment_value_is_refused_on_first_use():
 @pytest.mark.parametrize("kernel_set", kernels.KERNEL_SETS)
 @pytest.mark.parametrize("name", ["numpy", "strict"])
 def test_whole_model_gradients_on_both_kernel_sets(name, kernel_set):
+    """Also the whole model's check on the strict backend (tests/library/test_model.py
+    checks more variants on numpy)."""
     with minitrans.using(name, dtype="float64", kernels=kernel_set):
         model, batch = tiny_model(tie_embeddings=True, N=1)
         assert_gradcheck(model, *batch)

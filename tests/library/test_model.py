@@ -42,12 +42,6 @@ def test_decoder_only_gradients_on_every_parameter(options):
         assert_gradcheck(model, *batch)
 
 
-def test_whole_model_gradients_on_the_strict_backend():
-    with minitrans.using("strict", dtype="float64"):
-        model, batch = tiny_model(tie_embeddings=True, N=1)
-        assert_gradcheck(model, *batch)
-
-
 def test_the_whole_model_check_fails_if_memory_gradients_are_not_summed(monkeypatch):
     """Keep only the last decoder layer's dmemory: the encoder's gradients go wrong."""
 
