@@ -46,34 +46,34 @@ class TimedArray(np.ndarray):
         """Every NumPy operation on a TimedArray runs on plain views of its
         arrays, and its results are TimedArray again. ``@`` and
         ``np.matmul`` are the ufunc ``np.matmul``: those are timed."""
-        inputs = [_plain(x) for x in inputs]
+        inputs = [plain_view(x) for x in inputs]
         if "out" in kwargs:
-            kwargs["out"] = tuple(_plain(x) for x in kwargs["out"])
+            kwargs["out"] = tuple(plain_view(x) for x in kwargs["out"])
         if ufunc is np.matmul and method == "__call__":
-            result = _timed_matmul(*inputs, **kwargs)
+            result = timed_matmul(*inputs, **kwargs)
         else:
             result = getattr(ufunc, method)(*inputs, **kwargs)
-        return _timed(result)
+        return as_timed(result)
 
     def __array_function__(self, func, types, args, kwargs):
         """NumPy's functions run as for any ndarray, but would return plain
         arrays (``np.concatenate`` of TimedArrays is an ndarray): their
         results are made TimedArray, so that products of them are counted."""
-        return _timed(super().__array_function__(func, types, args, kwargs))
+        return as_timed(super().__array_function__(func, types, args, kwargs))
 
 
-def _plain(x):
+def plain_view(x):
     return x.view(np.ndarray) if isinstance(x, TimedArray) else x
 
 
-def _timed(x):
+def as_timed(x):
     """x as a TimedArray view, for an array or a tuple or list of them."""
     if type(x) in (tuple, list):  # not a named tuple: its fields would not fit
-        return type(x)(_timed(item) for item in x)
+        return type(x)(as_timed(item) for item in x)
     return x.view(TimedArray) if isinstance(x, np.ndarray) else x
 
 
-def _timed_matmul(a, b, **kwargs):
+def timed_matmul(a, b, **kwargs):
     start = time.perf_counter()
     out = np.matmul(a, b, **kwargs)
     seconds = time.perf_counter() - start

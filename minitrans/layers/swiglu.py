@@ -57,14 +57,15 @@ class SwiGLUFeedForward(Module):
         with checks.inputs_checked():  # the three Linear layers need not check again
             a = self.W_gate.forward(x)  # (..., d_ff)
             u = self.W_up.forward(x)  # (..., d_ff)
-            self.cache = a, u
-            return self.W_down.forward(activations.silu(a) * u)
+            s = activations.sigmoid(a)  # kept: SiLU(a) = a s, and SiLU' needs s too
+            self.cache = a, u, s
+            return self.W_down.forward(a * s * u)
 
     def backward(self, dy):
-        a, u = self.saved()
+        a, u, s = self.saved()
         dm = self.W_down.backward(dy)  # (..., d_ff)
-        du = dm * activations.silu(a)
-        da = activations.silu_backward(a, dm * u)
+        du = dm * (a * s)  # dm * SiLU(a)
+        da = activations.silu_backward(a, dm * u, s)
         dx = self.W_gate.backward(da)
         dx += self.W_up.backward(du)  # x fed both projections
         return dx

@@ -46,13 +46,22 @@ def gelu_backward(a, dy):
 
 
 def sigmoid(a):
-    """sigma(a) = 1 / (1 + exp(-a)) = exp(a) / (1 + exp(a)), each form where
-    its exponential is exp(-|a|) <= 1: exp(-a) would overflow for a very
-    negative a, and 1 - sigma(-a) would lose the digits of a tiny sigma(a)."""
+    """sigma(a) = 1 / (1 + exp(-a)) = exp(a) / (1 + exp(a)), computed as
+
+        sigma(a) = exp(min(a, 0)) / (1 + exp(-|a|)),
+
+    the first form for a >= 0 and the second for a < 0, so that no
+    exponential exceeds 1: exp(-a) would overflow for a very negative a, and
+    1 - sigma(-a) would lose the digits of a tiny sigma(a). One expression
+    for both signs rather than ``xp.where`` between them, which NumPy
+    computes slowly (benchmarks/README.md, "Figures behind the code's
+    comments")."""
     xp = backend.get_xp()
-    e = xp.exp(-xp.abs(a))
-    s = 1.0 / (1.0 + e)  # sigma(|a|)
-    return xp.where(a >= 0, s, e * s)  # arrays on both sides: float32 stays float32
+    denominator = xp.exp(-xp.abs(a))
+    denominator += 1.0
+    numerator = xp.exp(xp.minimum(a, 0.0))  # a Python 0.0 keeps float32
+    numerator /= denominator
+    return numerator
 
 
 def silu(a):
@@ -61,10 +70,12 @@ def silu(a):
     return a * sigmoid(a)
 
 
-def silu_backward(a, dy):
+def silu_backward(a, dy, s=None):
     """dy * SiLU'(a), by the product rule on a sigma(a), with sigma' = sigma (1 - sigma):
 
         SiLU'(a) = sigma(a) + a sigma(a) (1 - sigma(a)) = sigma(a) (1 + a (1 - sigma(a)))
+
+    ``s``: sigma(a), where the forward kept it (computed here otherwise).
     """
-    s = sigmoid(a)
+    s = sigmoid(a) if s is None else s
     return dy * (s * (1.0 + a * (1.0 - s)))

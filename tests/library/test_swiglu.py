@@ -30,6 +30,23 @@ def test_silu_and_its_derivative():
                                    numeric, rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sigmoid_is_both_textbook_forms_each_on_its_side(dtype):
+    """exp(min(a, 0)) / (1 + exp(-|a|)) is 1 / (1 + exp(-a)) for a >= 0 and
+    exp(a) / (1 + exp(a)) for a < 0, each where it cannot overflow, to a
+    rounding or two, in the dtype given; 0 and 1 at the infinities."""
+    a = np.concatenate([np.linspace(-120, 120, 4801), [-np.inf, np.inf]]).astype(dtype)
+    with minitrans.using("numpy", dtype=dtype):
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            s = activations.sigmoid(a)
+    wide = np.clip(a.astype(np.float64), -700, 700)  # both branches are computed
+    expected = np.where(wide >= 0, 1 / (1 + np.exp(-wide)), np.exp(wide) / (1 + np.exp(wide)))
+    assert s.dtype == dtype and s[-2] == 0 and s[-1] == 1
+    tiny = np.finfo(dtype).tiny  # below it, float32 keeps too few digits to compare
+    normal = np.isfinite(a) & (expected > tiny)
+    np.testing.assert_allclose(s[normal], expected[normal], rtol=4 * np.finfo(dtype).eps)
+
+
 def test_forward_equals_host_reference(float64, randn):
     layer = randomise_params(SwiGLUFeedForward(4, 6, rng=0), np.random.default_rng(0))
     x = randn(2, 3, 4)
@@ -54,7 +71,7 @@ def test_the_checker_fails_a_backward_that_forgets_the_gate_s_derivative(float64
                                                                         monkeypatch):
     """sigma(a) in place of SiLU'(a), the derivative of a sigma(a) without
     its product rule: the gate's gradients and x's go wrong, not W_up's."""
-    monkeypatch.setattr(activations, "silu_backward", lambda a, dy: dy * activations.sigmoid(a))
+    monkeypatch.setattr(activations, "silu_backward", lambda a, dy, s: dy * s)
     layer = randomise_params(SwiGLUFeedForward(4, 6, rng=0), np.random.default_rng(0))
     failed = {r.tensor for r in check_layer(layer, randn(2, 3, 4)) if not r.passed}
     assert {"x", "W_gate.W", "W_gate.b"} <= failed and not failed & {"W_up.W", "W_down.W"}

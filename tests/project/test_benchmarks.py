@@ -10,7 +10,10 @@ the measurements say; and a smoke run of ``benchmarks/vs_pytorch.py
 llama config's workers build the same model on both sides (the same number
 of parameters, the same loss of the same batch), and the config is skipped,
 with the reason, where transformers is not installed; grouped_query.py
-prints its table, the cache of 2 key/value heads a quarter of 8's.
+prints its table, the cache of 2 key/value heads a quarter of 8's. The
+step's breakdown (kernel_timer.py, step_breakdown.py) names every kernel
+once, with its bytes, keeps the optimiser's apart, and splits the tiny step
+into every cell of its row.
 
 The benchmark's speed claims are measured by running it, never here.
 """
@@ -666,3 +669,51 @@ def test_grouped_query_prints_its_table(capsys):
     assert "grouped-query (kv_heads 2)" in out and "multi-head (kv_heads 8)" in out
     decoding = next(cells for name, cells in rows.items() if name.startswith("greedy decoding"))
     assert float(decoding[1]) > 0 and float(decoding[2]) > 0
+
+
+# ------------------------------------------------------------ the step's breakdown
+
+
+def test_the_kernel_timer_names_each_kernel_once_with_its_bytes():
+    from kernel_timer import KernelTimedArray, kernel_totals
+
+    KernelTimedArray.reset()
+    x = np.ones((4, 8), dtype=np.float32).view(KernelTimedArray)
+    w = np.ones((8, 2), dtype=np.float32).view(KernelTimedArray)
+    y = np.exp(x) * 2.0  # two ufuncs
+    mean = np.mean(y)  # a function that runs a sum inside: counted once, as "mean"
+    z = np.concatenate([x @ w, x @ w], axis=1)
+    KernelTimedArray.phase = "adam"
+    x += 1.0  # the optimiser's kernels are kept apart
+    KernelTimedArray.phase = "model"
+    assert type(y) is type(z) is KernelTimedArray
+    assert float(mean) == pytest.approx(2 * np.e, rel=1e-6)
+    calls = KernelTimedArray.calls_by_kernel
+    assert calls == {"exp": 1, "multiply": 1, "mean": 1, "matmul": 2, "concatenate": 1,
+                     "adam: add": 1}
+    assert KernelTimedArray.bytes_by_kernel["exp"] == 2 * x.nbytes  # read x, write y
+    assert TimedArray.products == {((4, 8), (8, 2), "N", "N"): 2}
+    assert TimedArray.flops == 2 * (2 * 4 * 2 * 8)
+    totals = kernel_totals(steps=1, workers=1)
+    assert {name for name, *_ in totals["kernels"]} == {"exp", "multiply", "mean", "concatenate"}
+    assert totals["functions"] == pytest.approx(KernelTimedArray.seconds_by_kernel["mean"]
+                                                + KernelTimedArray.seconds_by_kernel["concatenate"])
+    KernelTimedArray.reset()
+
+
+def test_the_step_breakdown_splits_the_tiny_step(capsys):
+    import step_breakdown
+
+    step_breakdown.main(["--configs", "tiny", "--steps", "2"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| tiny | ") and "ms (" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert len(cells) == 9 and all(cell.endswith(")") for cell in cells[2:])
+    assert "Streaming bandwidth" in out and "GB/s" in out
+
+
+def test_the_step_breakdown_refuses_bad_flags_in_one_line():
+    run = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "step_breakdown.py"),
+                          "--configs", "tiny,huge"], capture_output=True, text=True)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "--configs: expected names of" in run.stderr and "'huge'" in run.stderr
