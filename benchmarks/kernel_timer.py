@@ -50,6 +50,9 @@ class KernelTimedArray(TimedArray):
     # what the step is doing: the kernels of the optimiser's step ("adam")
     # are kept apart from the model's ("model")
     phase = "model"
+    # element-wise and function seconds by the innermost layer that ran them
+    # (set by enter_layer / leave_layer; "(outside layers)" when none)
+    seconds_by_layer = collections.Counter()
 
     @classmethod
     def reset(cls):
@@ -57,6 +60,7 @@ class KernelTimedArray(TimedArray):
         cls.seconds_by_kernel = collections.Counter()
         cls.calls_by_kernel = collections.Counter()
         cls.bytes_by_kernel = collections.Counter()
+        cls.seconds_by_layer = collections.Counter()
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         plain = [plain_view(x) for x in inputs]
@@ -108,11 +112,27 @@ def _outermost(function, args, kwargs, name):
         0 if "out" in kwargs else _nbytes(result))
     if KernelTimedArray.phase != "model":
         name = f"{KernelTimedArray.phase}: {name}"
+    layers = getattr(_local, "layers", None)
+    layer = layers[-1] if layers else "(outside layers)"
     with TimedArray.lock:
+        if name != "matmul" and KernelTimedArray.phase == "model":
+            KernelTimedArray.seconds_by_layer[layer] += seconds
         KernelTimedArray.seconds_by_kernel[name] += seconds
         KernelTimedArray.calls_by_kernel[name] += 1
         KernelTimedArray.bytes_by_kernel[name] += traffic
     return result
+
+
+def enter_layer(name):
+    """The kernels this thread runs from now on are ``name``'s (a stack:
+    a layer inside a layer)."""
+    if not hasattr(_local, "layers"):
+        _local.layers = []
+    _local.layers.append(name)
+
+
+def leave_layer():
+    _local.layers.pop()
 
 
 def _nbytes(value):
@@ -141,6 +161,7 @@ def kernel_totals(steps, workers):
     elementwise_bytes = sum(b for name, b in cls.bytes_by_kernel.items()
                             if name in seconds and name not in cls.function_names
                             and name != "matmul")
-    return {"matmul": matmul * scale, "elementwise": elementwise * scale,
+    by_layer = [(layer, time_ * scale) for layer, time_ in cls.seconds_by_layer.most_common()]
+    return {"by_layer": by_layer, "matmul": matmul * scale, "elementwise": elementwise * scale,
             "functions": functions * scale, "elementwise_bytes": elementwise_bytes * scale,
             "kernels": kernels}

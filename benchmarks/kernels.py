@@ -34,7 +34,7 @@ from vs_pytorch import CONFIGS  # noqa: E402
 
 import minitrans  # noqa: E402
 from minitrans.core import backend, kernels  # noqa: E402
-from minitrans.layers import dropout, embedding, layernorm, loss  # noqa: E402, F401
+from minitrans.layers import dropout, embedding, layernorm, loss, rmsnorm  # noqa: E402, F401
 from minitrans.model.config import ModelConfig  # noqa: E402
 from minitrans.model.transformer import Transformer  # noqa: E402
 from minitrans.ops import softmax, sums  # noqa: E402, F401
@@ -84,6 +84,11 @@ def cases(name, c, rng):
         _, (x_hat, inv_std) = layernorm.layer_norm.reference(normal(B, T, D), gamma, gamma, 1e-5)
         return [normal(B, T, D), gamma, x_hat, inv_std]
 
+    def rms_norm_backward_args():
+        g = normal(D)
+        _, (x_hat, inv_rms) = rmsnorm.rms_norm.reference(normal(B, T, D), g, 1e-5)
+        return [normal(B, T, D), g, x_hat, inv_rms]
+
     def loss_args():
         return [normal(B, T, V, scale=3.0), tokens(B, T),
                 backend.from_host(np.full((B, T), 1.0 / N)), 0.1]
@@ -106,6 +111,8 @@ def cases(name, c, rng):
             softmax.attention_softmax.reference(*scores_and_mask()), normal(B, h, T, T)]),
         "layer_norm": (f"({B}, {T}, {D})", lambda: [normal(B, T, D), normal(D), normal(D), 1e-5]),
         "layer_norm_backward": (f"({B}, {T}, {D})", layer_norm_backward_args),
+        "rms_norm": (f"({B}, {T}, {D})", lambda: [normal(B, T, D), normal(D), 1e-5]),
+        "rms_norm_backward": (f"({B}, {T}, {D})", rms_norm_backward_args),
         "smoothed_cross_entropy": (f"({B}, {T}, {V})", lambda: loss_args() + [
             backend.get_xp().empty((B, T, V), backend.get_dtype())]),
         "smoothed_cross_entropy_backward": (f"({B}, {T}, {V})", loss_backward_args),

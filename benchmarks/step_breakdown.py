@@ -40,7 +40,7 @@ from threadpoolctl import threadpool_limits
 
 from allocators import allocator_in_use, worker_env
 from benchmark_worker import make_runner
-from kernel_timer import KernelTimedArray, kernel_totals
+from kernel_timer import KernelTimedArray, enter_layer, kernel_totals, leave_layer
 from machine_info import cpu_model, numpy_blas
 from matmul_timer import TimedArray, time_products
 from vs_pytorch import ALL_CONFIGS, LLAMA_CONFIGS, STEPS_PER_TURN, thread_env
@@ -98,17 +98,24 @@ class WorkerClock:
 
 def count_layer_calls(parallel):
     """Wrap forward and backward of every module of every replica with a
-    counter; returns the counter (a one-item list)."""
+    counter, which also tells the kernel timer whose kernels run; returns
+    the counter (a one-item list)."""
     count = [0]
 
-    def counted(method):
+    def counted(method, label):
         def call(*args, **kwargs):
             count[0] += 1
-            return method(*args, **kwargs)
+            enter_layer(label)
+            try:
+                return method(*args, **kwargs)
+            finally:
+                leave_layer()
         return call
 
     for module in parallel.modules():
-        module.forward, module.backward = counted(module.forward), counted(module.backward)
+        kind = type(module).__name__
+        module.forward = counted(module.forward, f"{kind}.forward")
+        module.backward = counted(module.backward, f"{kind}.backward")
     return count
 
 
@@ -236,6 +243,11 @@ def report(rows, bandwidth):
         shown = [f"{kernel} {seconds * 1e3:.1f} ms x {calls:.0f} "
                  f"({nbytes / max(seconds, 1e-12) / 1e9:.0f})"
                  for kernel, seconds, calls, nbytes in r["kernels"][:KERNELS_SHOWN]]
+        lines.append(f"| {r['config']} | {', '.join(shown)} |")
+    lines += ["", "| config | element-wise kernels and functions by the layer that ran them, "
+              "per worker per step |", "| --- | --- |"]
+    for r in rows:
+        shown = [f"{layer} {seconds * 1e3:.1f} ms" for layer, seconds in r["by_layer"][:8]]
         lines.append(f"| {r['config']} | {', '.join(shown)} |")
     return "\n".join(lines)
 

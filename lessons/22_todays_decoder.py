@@ -96,9 +96,10 @@ print(f"x times 3: RMSNorm changes by {scaled:.1e} (eps's share); "
 # first step is a linear map: a constant offset is something that map can
 # absorb, and the paper reports quality comparable to LayerNorm's on
 # translation and other tasks, with a model 7% to 64% faster in its
-# implementations. (Not measured here: minitrans's LayerNorm runs a fast
-# kernel, lesson 12's kernel pairs, while RMSNorm is written as its
-# equations, so timing the two would compare the writing, not the maths.)
+# implementations. (Not measured here. Both of minitrans's norms are kernel
+# pairs, lesson 12's: the version that reads as the equations beside a fast
+# one, and `python benchmarks/kernels.py --kernels layer_norm,rms_norm`
+# times each pair against itself, not one norm against the other.)
 #
 # ### The backward
 #
@@ -506,6 +507,15 @@ for name, (d, h, kv, N, d_ff, V, context) in LLAMAS.items():
 # and so fits twice the context in half the memory. The quality lost is
 # small: Ainslie et al. found grouped-query attention close to multi-head
 # attention at the speed of multi-query.
+#
+# Decoding need not repeat the cache either. `MultiHeadAttention.attend`,
+# the inference half of the layer, stacks the queries of a group's $g$
+# heads as $g$ rows, $(B, h_\text{kv}, g \cdot T_q, d_k)$, against their one
+# key/value head, which it reads in place: the same numbers as the
+# repetition above, row for row (`tests/library/test_grouped_query.py`).
+# `python benchmarks/grouped_query.py` decodes with the llama config of
+# `benchmarks/vs_pytorch.py` at 2 and at 8 key/value heads: a quarter of
+# the cache, and `benchmarks/README.md` gives the decoding times it measured.
 #
 # ### Exercise: the backward of grouped-query attention
 #

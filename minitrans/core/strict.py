@@ -12,7 +12,7 @@ does without a second thought:
   ``asarray``/``array`` (``cupy.ascontiguousarray(host)`` raises),
 * NumPy's functions, generator methods and array attributes that CuPy does
   not have (``errstate``, ``Generator.bit_generator``, ``setflags``: the
-  lists below, read from CuPy 14.2 against NumPy 2.4).
+  lists of ``core/cupy_differences.py``, read from CuPy 14.2 against NumPy 2.4).
 
 Code that does any of these works on the ``numpy`` backend and breaks on a
 GPU. ``StrictArray`` wraps a NumPy array and raises ``TypeError`` (or
@@ -34,31 +34,14 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from minitrans.core import host_syncs
+from minitrans.core.cupy_differences import (GENERATOR_NOT_IN_CUPY, NDARRAY_NOT_IN_CUPY,
+                                             NOT_IN_CUPY, not_in_cupy,
+                                             refuse_cast_cupy_does_otherwise,
+                                             refuse_repeated_targets)
 
 # Functions that copy host data to the "device", like ``cupy.asarray``
 # (``cupy.ascontiguousarray`` refuses a NumPy array).
 _HOST_TO_DEVICE = {"asarray", "array", "asanyarray"}
-
-# NumPy names that CuPy 14.2 does not have (compared on NumPy 2.4.6):
-# module functions, Generator methods and ndarray attributes.
-NOT_IN_CUPY = frozenset("""
-    asmatrix block bmat busday_count busday_offset datetime_as_string datetime_data einsum_path
-    errstate frompyfunc fromregex geomspace get_include getbufsize geterr geterrcall
-    histogram_bin_edges info insert is_busday isnat matvec nanpercentile nanquantile nested_iters
-    polyder polydiv polyint setbufsize seterr seterrcall show_runtime spacing test unstack vecdot
-    vecmat""".split())
-GENERATOR_NOT_IN_CUPY = frozenset("""
-    bit_generator bytes choice gumbel laplace logistic lognormal multinomial
-    multivariate_hypergeometric multivariate_normal negative_binomial noncentral_chisquare
-    noncentral_f normal pareto permutation permuted rayleigh shuffle spawn standard_cauchy
-    standard_t triangular vonmises wald weibull zipf""".split())
-NDARRAY_NOT_IN_CUPY = frozenset("ctypes getfield resize setfield setflags to_device".split())
-
-
-def _not_in_cupy(owner, name):
-    return AttributeError(
-        f"{owner} has no attribute {name!r} on CuPy, so the strict backend refuses it too"
-    )
 
 
 class StrictArray(NDArrayOperatorsMixin):
@@ -145,16 +128,15 @@ class StrictArray(NDArrayOperatorsMixin):
 
     def __setitem__(self, key, value):
         key = _unwrap(key, "indexing")
-        _refuse_repeated_targets(self._data, key)
+        refuse_repeated_targets(self._data, key)
         self._data[key] = _unwrap(value, "assignment")
 
     def astype(self, dtype, *args, **kwargs):
-        _refuse_cast_cupy_does_otherwise(self._data, np.dtype(dtype))
+        refuse_cast_cupy_does_otherwise(self._data, np.dtype(dtype))
         return _wrap(self._data.astype(dtype, *args, **kwargs))
 
-    # The attributes read most often, answered without going through
-    # __getattr__ (they are read on every layer call: a third of the time the
-    # strict backend added to a step went there)
+    # The attributes read on every layer call, answered without __getattr__
+    # (a third of the time the strict backend added to a step went there)
     shape = property(lambda self: self._data.shape)
     ndim = property(lambda self: self._data.ndim)
     dtype = property(lambda self: self._data.dtype)
@@ -164,7 +146,7 @@ class StrictArray(NDArrayOperatorsMixin):
         if name.startswith("__"):  # hides __array_interface__ and friends
             raise AttributeError(name)
         if name in NDARRAY_NOT_IN_CUPY:
-            raise _not_in_cupy("cupy.ndarray", name)
+            raise not_in_cupy("cupy.ndarray", name)
         attribute = getattr(self._data, name)
         if callable(attribute):
             return _wrap_function(attribute, name)
@@ -186,30 +168,7 @@ class StrictArray(NDArrayOperatorsMixin):
         raise TypeError("device arrays cannot be pickled; use minitrans.to_numpy first")
 
 
-def _refuse_repeated_targets(data, key):
-    """x[ids] = v with an id twice: NumPy keeps the last value, CuPy any one."""
-    parts = key if isinstance(key, tuple) else (key,)
-    if not any(isinstance(p, np.ndarray) and p.dtype.kind in "iu" for p in parts):
-        return
-    hits = np.zeros(data.shape, dtype=np.int64)
-    np.add.at(hits, key, 1)
-    if hits.max(initial=0) > 1:
-        raise TypeError("an assignment writes one element twice (a repeated index): CuPy keeps "
-                        "any one of the values, NumPy the last; use xp.add.at to add them up")
-
-
-def _refuse_cast_cupy_does_otherwise(data, dtype):
-    """Floats to integers: NaN, infinity and values out of the integer's range
-    (negative ones to unsigned) come out differently on CuPy (CUDA's C casts)."""
-    if data.dtype.kind != "f" or dtype.kind not in "iu" or data.size == 0:
-        return
-    info = np.iinfo(dtype)
-    if not (np.isfinite(data).all() and data.min() >= info.min and data.max() <= info.max):
-        raise TypeError(f"a cast of floats to {dtype} with NaN, infinity or values outside "
-                        f"[{info.min}, {info.max}]: CuPy gives other integers than NumPy")
-
-
-# Values that hold no array: passed through at once, the common case
+# Values that hold no array, passed through at once
 _PLAIN = (int, float, bool, str, type(None), slice, np.dtype, type, type(Ellipsis))
 
 
@@ -296,7 +255,7 @@ class _Proxy:
             raise AttributeError(name)
         missing = {"strict": NOT_IN_CUPY, "Generator": GENERATOR_NOT_IN_CUPY}.get(self._label, ())
         if name in missing:
-            raise _not_in_cupy("cupy" if self._label == "strict" else "cupy's Generator", name)
+            raise not_in_cupy("cupy" if self._label == "strict" else "cupy's Generator", name)
         # kept on the proxy, so that the next xp.name skips __getattr__
         self.__dict__[name] = value = self._device_version(name, getattr(self._target, name))
         return value

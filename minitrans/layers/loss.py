@@ -76,11 +76,14 @@ class LabelSmoothedCrossEntropy(Module):
         checks.check_array("logits", logits, min_ndim=1, floating=True)  # not ints, not complex
         checks.check_token_ids("targets", targets)
         checks.check_same_shape("targets", targets, logits.shape[:-1])
-        self._check_values(logits, targets)
         weights = self._weights(targets, logits.dtype)  # 1/count at real tokens, 0 at padding
+        # ids out of range are refused below, once the loss is known; until
+        # then they must not index outside the logits
+        in_range = backend.get_xp().clip(targets, 0, logits.shape[-1] - 1)
         loss, exps, total = smoothed_cross_entropy(
-            logits, targets, weights, self.eps, self._exps_array(logits)
+            logits, in_range, weights, self.eps, self._exps_array(logits)
         )
+        self._check_values(logits, targets, loss)
         self.cache = (exps, total, targets, weights)
         return loss
 
@@ -92,14 +95,21 @@ class LabelSmoothedCrossEntropy(Module):
             dloss = dloss.astype(exps.dtype)  # a float64 0-d array would upcast
         return smoothed_cross_entropy_backward(dloss, exps, total, targets, weights, self.eps)
 
-    def _check_values(self, logits, targets):
+    def _check_values(self, logits, targets, loss):
         """Targets in [0, V) and finite logits, both in one wait for the device
-        (a training step makes five in all); on failure, each check's own message."""
+        (a training step makes five in all); on failure, each check's own message.
+
+        The logits are checked through the loss: a NaN or +inf logit makes
+        it NaN, and so does -inf at a target (or anywhere, with label
+        smoothing), which saves a pass over the (..., V) logits. A -inf
+        logit elsewhere is a probability of exactly 0, which the loss and
+        its gradient take as they are (as PyTorch's cross-entropy does)."""
         xp = backend.get_xp()
         bad_targets = (targets < 0) | (targets >= logits.shape[-1])
-        if bool(bad_targets.any() | ~xp.isfinite(logits).all()):
+        if bool(bad_targets.any() | ~xp.isfinite(loss)):
             checks.check_token_ids("targets", targets, logits.shape[-1])
             checks.check_finite("logits", logits)
+            checks.check_finite("loss", loss)  # not reached: the logits explain it
 
     def _exps_array(self, logits):
         """An array the shape of the logits, (..., V), for exp(shifted): the
@@ -177,12 +187,14 @@ def smoothed_cross_entropy_fast(logits, targets, weights, eps, exps_buffer):
     xp = backend.get_xp()
     shifted = xp.subtract(logits, logits.max(axis=-1, keepdims=True), out=exps_buffer)
     target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
-    mean_shifted = mean_last_fast(shifted)[..., 0]
+    # without smoothing the mean is not needed: a pass over (..., V) saved
+    mean_shifted = mean_last_fast(shifted)[..., 0] if eps else 0.0
     exps = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
     total = sum_last_fast(exps)
     log_total = xp.log(total[..., 0])
-    target_log_prob, mean_log_prob = target_shifted - log_total, mean_shifted - log_total
-    per_token = -(1.0 - eps) * target_log_prob - eps * mean_log_prob
+    per_token = (1.0 - eps) * (log_total - target_shifted)  # (1 - eps) * (-log p_target)
+    if eps:
+        per_token += eps * (log_total - mean_shifted)  # eps * mean_v(-log p_v)
     return xp.asarray((per_token * weights).sum()), exps, total
 
 
@@ -202,7 +214,8 @@ def smoothed_cross_entropy_backward_fast(dloss, exps, total, targets, weights, e
     vocab_size = exps.shape[-1]
     row_weights = weights[..., None] * dloss  # (..., 1)
     dlogits = exps * (row_weights / total)  # p * weight
-    dlogits -= row_weights * (eps / vocab_size)
+    if eps:  # a pass over (..., V) that no smoothing needs not make
+        dlogits -= row_weights * (eps / vocab_size)
     rows = dlogits.reshape(-1, vocab_size)  # a view: writes reach dlogits
     rows[xp.arange(rows.shape[0]), targets.reshape(-1)] -= row_weights.reshape(-1) * (1.0 - eps)
     return dlogits

@@ -61,6 +61,8 @@ class MultiHeadAttention(Module):
         K, V:   (B, kv_heads, T_k, d_k), each head repeated g times -> (B, h, T_k, d_k)
         dK, dV: the gradients of the h repeated heads, summed over each group
     A key/value cache holds the kv_heads heads only, h / kv_heads times less.
+    Decoding (``attend``) does not repeat the cache: each key/value head
+    meets the g query heads of its group at once, as g T_q rows of queries.
 
     Rotary positions (``rope=True``, Su et al. 2021; ``layers.rotary``):
     after the projections and before attention, each head's queries and
@@ -142,8 +144,9 @@ class MultiHeadAttention(Module):
         dQ, dK, dV = self.attention.backward(dheads)
         dK, dV = self.sum_groups(dK), self.sum_groups(dV)  # (B, kv_heads, T_k, d_k)
         if self.rotary is not None:  # undo the rotations: R^T, the rotation by -angle
-            dQ = self.rotary.rotate(dQ, offset, inverse=True)
-            dK = self.rotary.rotate(dK, offset, inverse=True)
+            with checks.inputs_checked():  # gradients made here: no pass to check them
+                dQ = self.rotary.rotate(dQ, offset, inverse=True)
+                dK = self.rotary.rotate(dK, offset, inverse=True)
         dx = self.W_Q.backward(self.merge_heads(dQ))  # (B, T_q, d_model)
         dmemory = self.W_K.backward(self.merge_heads(dK))  # (B, T_k, d_model)
         dmemory += self.W_V.backward(self.merge_heads(dV))
@@ -191,9 +194,29 @@ class MultiHeadAttention(Module):
         the weights are still available in ``attention.attention_weights``.
         """
         Q = self._queries(x, offset)
-        K, V = self.repeat_kv(K), self.repeat_kv(V)
-        heads = self.attention.forward(Q, K, V, mask=self._heads_mask(mask, Q, K))
+        if self.kv_heads == self.h:
+            heads = self.attention.forward(Q, K, V, mask=self._heads_mask(mask, Q, K))
+        else:
+            heads = self._grouped_attention(Q, K, V, self._heads_mask(mask, Q, K))
         return self.W_O.forward(self.merge_heads(heads))
+
+    def _grouped_attention(self, Q, K, V, mask):
+        """The heads (B, h, T_q, d_k) of Q against the kv_heads heads of K and
+        V without ``repeat_kv``: the queries of a group's g heads stacked as
+        g T_q rows, (B, kv_heads, g T_q, d_k), so that each head of a long
+        cache is read in place rather than copied g times. The same numbers,
+        row for row; the weights are kept as (B, h, T_q, T_k) for plotting."""
+        xp = backend.get_xp()
+        batch, _, length_q, d_k = Q.shape
+        length_k, rows = K.shape[2], self.h // self.kv_heads * length_q
+        stacked = Q.reshape(batch, self.kv_heads, rows, d_k)  # head i = group i // g
+        if mask is not None:  # each query head's rows of the mask, stacked the same way
+            mask = xp.broadcast_to(mask, (batch, self.h, length_q, length_k))
+            mask = mask.reshape(batch, self.kv_heads, rows, length_k)
+        heads = self.attention.forward(stacked, K, V, mask=mask)
+        *inputs, weights, scale = self.attention.cache  # attend has no backward to keep them for
+        self.attention.cache = (*inputs, weights.reshape(batch, self.h, length_q, length_k), scale)
+        return heads.reshape(batch, self.h, length_q, d_k)
 
     def _queries(self, x, offset):
         """Q = x W_Q + b_Q as heads (B, h, T_q, d_k), rotated with rotary positions."""

@@ -1,9 +1,10 @@
 """Root mean square layer normalisation (Zhang and Sennrich, 2019), the norm of
 Llama and most language models after it."""
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, kernels
 from minitrans.layers import init
 from minitrans.layers.module import Module
+from minitrans.ops.sums import dot_last_fast, dot_leading_fast
 
 
 class RMSNorm(Module):
@@ -32,9 +33,10 @@ class RMSNorm(Module):
     the paper's title calls it a layer normalisation, and inside ``AddNorm``
     it is the child ``layer_norm`` as LayerNorm is.
 
-    Forward and backward are written once, as these equations: no fast
-    kernel pair (``core.kernels``) beside them, as no benchmark has shown
-    one faster.
+    Forward and backward are kernel pairs (``core.kernels``):
+    ``rms_norm_reference`` and ``rms_norm_backward_reference`` below read as
+    these equations; the ``_fast`` versions beside them take the sums as
+    matrix products (``minitrans.ops.sums``) and build dx in one array.
 
     Parameters:
         g: (d_model,) starts at 1
@@ -58,16 +60,59 @@ class RMSNorm(Module):
         # rows in memory, so that the mean's order of additions, and so its
         # last bits, do not depend on the layout (as in LayerNorm.forward)
         x = backend.get_xp().ascontiguousarray(x)
-        inv_rms = 1.0 / ((x * x).mean(axis=-1, keepdims=True) + self.eps) ** 0.5  # (..., 1)
-        x_hat = x * inv_rms  # (..., D)
-        self.cache = x_hat, inv_rms
-        return x_hat * self.params["g"]
+        y, self.cache = rms_norm(x, self.params["g"], self.eps)
+        return y
 
     def backward(self, dy):
         x_hat, inv_rms = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
         dy = backend.get_xp().ascontiguousarray(dy)  # as x in forward
-        self.grads["g"] += (dy * x_hat).reshape(-1, self.d_model).sum(axis=0)
-        dx_hat = dy * self.params["g"]
-        mean_dx_hat_x_hat = (dx_hat * x_hat).mean(axis=-1, keepdims=True)  # (..., 1)
-        return (dx_hat - x_hat * mean_dx_hat_x_hat) * inv_rms
+        dx, dg = rms_norm_backward(dy, self.params["g"], x_hat, inv_rms)
+        self.grads["g"] += dg
+        return dx
+
+
+def rms_norm_reference(x, g, eps):
+    """(y, (x_hat, inv_rms)): y = g * x / sqrt(mean(x^2) + eps)."""
+    inv_rms = 1.0 / ((x * x).mean(axis=-1, keepdims=True) + eps) ** 0.5  # (..., 1)
+    x_hat = x * inv_rms  # (..., D)
+    return x_hat * g, (x_hat, inv_rms)
+
+
+def rms_norm_fast(x, g, eps):
+    """The reference's numbers with the mean of squares a dot product of
+    each row with itself (no array of squares) and 1 / sqrt in place.
+    Timed against the reference by ``python benchmarks/kernels.py``."""
+    inv_rms = dot_last_fast(x, x)  # (..., 1): sum of squares, then 1 / rms in place
+    inv_rms *= 1.0 / x.shape[-1]
+    inv_rms += eps
+    xp = backend.get_xp()
+    xp.sqrt(inv_rms, out=inv_rms)
+    xp.divide(1.0, inv_rms, out=inv_rms)
+    x_hat = x * inv_rms
+    return x_hat * g, (x_hat, inv_rms)
+
+
+def rms_norm_backward_reference(dy, g, x_hat, inv_rms):
+    """(dx, dg), from the cache of the forward."""
+    D = x_hat.shape[-1]
+    dg = (dy * x_hat).reshape(-1, D).sum(axis=0)  # over every position
+    dx_hat = dy * g
+    mean_dx_hat_x_hat = (dx_hat * x_hat).mean(axis=-1, keepdims=True)  # (..., 1)
+    return (dx_hat - x_hat * mean_dx_hat_x_hat) * inv_rms, dg
+
+
+def rms_norm_backward_fast(dy, g, x_hat, inv_rms):
+    """The reference's numbers, with dx built in place in one (..., D) array
+    and the sums as matrix products (minitrans.ops.sums). Timed against the
+    reference by ``python benchmarks/kernels.py``."""
+    dg = dot_leading_fast(dy, x_hat)
+    dx = dy * g  # dx_hat for now, dx in place below
+    mean_dx_hat_x_hat = dot_last_fast(dx, x_hat) * (1.0 / x_hat.shape[-1])
+    dx -= x_hat * mean_dx_hat_x_hat
+    dx *= inv_rms
+    return dx, dg
+
+
+rms_norm = kernels.pair(rms_norm_reference, rms_norm_fast)
+rms_norm_backward = kernels.pair(rms_norm_backward_reference, rms_norm_backward_fast)

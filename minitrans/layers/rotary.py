@@ -105,10 +105,17 @@ class RotaryEmbedding(Module):
 
 def rotate_pairs(x, cos, sin):
     """Turn each pair (x_i, x_{i + d/2}) of x (..., T, d) by the angle whose
-    cosine and sine are cos, sin (T, d/2): [x1 cos - x2 sin, x2 cos + x1 sin]."""
+    cosine and sine are cos, sin (T, d/2): [x1 cos - x2 sin, x2 cos + x1 sin].
+
+    Each half is written straight into its place in y (``out=``), not
+    formed apart and copied in: two passes over y fewer."""
+    xp = backend.get_xp()
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
-    y = backend.get_xp().empty_like(x)
-    y[..., :half] = x1 * cos - x2 * sin
-    y[..., half:] = x2 * cos + x1 * sin
+    y = xp.empty_like(x)
+    y1, y2 = y[..., :half], y[..., half:]  # views: writes reach y
+    xp.multiply(x1, cos, out=y1)
+    y1 -= x2 * sin
+    xp.multiply(x2, cos, out=y2)
+    y2 += x1 * sin
     return y

@@ -59,12 +59,15 @@ class SwiGLUFeedForward(Module):
             u = self.W_up.forward(x)  # (..., d_ff)
             s = activations.sigmoid(a)  # kept: SiLU(a) = a s, and SiLU' needs s too
             self.cache = a, u, s
-            return self.W_down.forward(a * s * u)
+            m = a * s  # SiLU(a)
+            m *= u
+            return self.W_down.forward(m)
 
     def backward(self, dy):
         a, u, s = self.saved()
         dm = self.W_down.backward(dy)  # (..., d_ff)
-        du = dm * (a * s)  # dm * SiLU(a)
+        du = a * s  # SiLU(a) ...
+        du *= dm  # ... times dm
         da = activations.silu_backward(a, dm * u, s)
         dx = self.W_gate.backward(da)
         dx += self.W_up.backward(du)  # x fed both projections

@@ -57,7 +57,9 @@ def sigmoid(a):
     computes slowly (benchmarks/README.md, "Figures behind the code's
     comments")."""
     xp = backend.get_xp()
-    denominator = xp.exp(-xp.abs(a))
+    denominator = xp.abs(a)  # 1 + exp(-|a|), built up in one array
+    xp.negative(denominator, out=denominator)
+    xp.exp(denominator, out=denominator)
     denominator += 1.0
     numerator = xp.exp(xp.minimum(a, 0.0))  # a Python 0.0 keeps float32
     numerator /= denominator
@@ -78,4 +80,9 @@ def silu_backward(a, dy, s=None):
     ``s``: sigma(a), where the forward kept it (computed here otherwise).
     """
     s = sigmoid(a) if s is None else s
-    return dy * (s * (1.0 + a * (1.0 - s)))
+    derivative = 1.0 - s  # built up in one array: SiLU'(a) = s (1 + a (1 - s))
+    derivative *= a
+    derivative += 1.0
+    derivative *= s
+    derivative *= dy
+    return derivative

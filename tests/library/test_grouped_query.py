@@ -92,6 +92,32 @@ def test_keys_values_and_the_cache_hold_only_the_shared_heads(backend_name, rand
     assert [cache.K.shape for cache in state.caches] == [(3, 2, 6, 2)] * 2
 
 
+@pytest.mark.parametrize("kv_heads", [1, 2], ids=["multi-query", "kv-heads-2"])
+@pytest.mark.parametrize("length_q, mask", [(1, None), (1, "padding"), (3, "causal"),
+                                            (3, "per head")])
+def test_decoding_attends_each_group_at_once_with_forward_s_numbers(backend_name, randn,
+                                                                     kv_heads, length_q, mask):
+    """attend (decoding) stacks a group's query heads instead of repeating
+    the cache: the same output as forward's repeat_kv, and the weights as
+    (B, h, T_q, T_k), for one new token and for several, with every kind of
+    mask."""
+    xp = minitrans.get_xp()
+    layer = attention(kv_heads)
+    x, memory = randn(2, length_q, D), randn(2, 5, D)
+    masks = {None: None,
+             "padding": np.array([[[True] * 5], [[True, True, True, False, False]]]),
+             "causal": np.tril(np.ones((length_q, 5), bool), k=2)[None].repeat(2, axis=0),
+             "per head": np.random.default_rng(1).random((2, H, length_q, 5)) < 0.7}
+    chosen = None if masks[mask] is None else xp.asarray(masks[mask])
+    expected = host(layer.forward(x, memory, mask=chosen))
+    expected_weights = host(layer.attention.attention_weights)
+    out = host(layer.attend(x, *layer.keys_values(memory), mask=chosen))
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    weights = host(layer.attention.attention_weights)
+    assert weights.shape == (2, H, length_q, 5)
+    np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("kv_heads, expected", [(3, "divisor"), (0, "positive integer"),
                                                 (2.0, "positive integer"), (8, "divisor")])
 def test_bad_kv_heads_are_named(kv_heads, expected):

@@ -25,7 +25,7 @@ import pytest
 
 import minitrans
 from minitrans.core import backend, kernels
-from minitrans.layers import dropout, embedding, layernorm, loss  # noqa: F401  (their pairs)
+from minitrans.layers import dropout, embedding, layernorm, loss, rmsnorm  # noqa: F401  (pairs)
 from minitrans.ops import softmax, sums  # noqa: F401
 from minitrans.ops.random_bits import stream_key
 from minitrans.gradcheck import tiny_model
@@ -73,15 +73,15 @@ def _loss_inputs(d, shape, vocab_size, scale, pad=True):
     return logits, targets, weights
 
 
-def _loss(k, d, shape, vocab_size, scale):
+def _loss(k, d, shape, vocab_size, scale, eps=0.1):
     logits, targets, weights = _loss_inputs(d, shape, vocab_size, scale)
-    return k(logits, targets, weights, 0.1, backend.get_xp().empty_like(logits))
+    return k(logits, targets, weights, eps, backend.get_xp().empty_like(logits))
 
 
-def _loss_backward(k, d, shape, vocab_size, dloss):
+def _loss_backward(k, d, shape, vocab_size, dloss, eps=0.1):
     logits, targets, weights = _loss_inputs(d, shape, vocab_size, 3.0)
-    _, exps, total = loss.smoothed_cross_entropy.reference(logits, targets, weights, 0.1)
-    return (k(dloss, exps, total, targets, weights, 0.1),)
+    _, exps, total = loss.smoothed_cross_entropy.reference(logits, targets, weights, eps)
+    return (k(dloss, exps, total, targets, weights, eps),)
 
 
 def _layer_norm(k, d, shape):
@@ -95,6 +95,17 @@ def _layer_norm_backward(k, d, shape):
     gamma = d.normal(D)
     _, (x_hat, inv_std) = layernorm.layer_norm.reference(d.normal(*shape), gamma, d.normal(D), 1e-5)
     return k(d.normal(*shape), gamma, x_hat, inv_std)
+
+
+def _rms_norm(k, d, shape):
+    y, (x_hat, inv_rms) = k(d.normal(*shape, scale=4.0, shift=2.0), d.normal(shape[-1]), 1e-5)
+    return y, x_hat, inv_rms
+
+
+def _rms_norm_backward(k, d, shape):
+    g = d.normal(shape[-1])
+    _, (x_hat, inv_rms) = rmsnorm.rms_norm.reference(d.normal(*shape), g, 1e-5)
+    return k(d.normal(*shape), g, x_hat, inv_rms)
 
 
 def _add_rows(k, d, vocab_size, count):
@@ -135,14 +146,19 @@ CASES = {
                    lambda k, d: _layer_norm(k, d, (1, 1, 8))],
     "layer_norm_backward": [lambda k, d: _layer_norm_backward(k, d, (3, 5, 16)),
                             lambda k, d: _layer_norm_backward(k, d, (1, 1, 8))],
+    "rms_norm": [lambda k, d: _rms_norm(k, d, (3, 5, 16)), lambda k, d: _rms_norm(k, d, (1, 1, 8))],
+    "rms_norm_backward": [lambda k, d: _rms_norm_backward(k, d, (3, 5, 16)),
+                          lambda k, d: _rms_norm_backward(k, d, (1, 1, 8))],
     "smoothed_cross_entropy": [
         lambda k, d: _loss(k, d, (3, 5), 11, 3.0),  # padding targets
         lambda k, d: _loss(k, d, (2, 4), 70, 1e3),  # large logits: no NaN
         lambda k, d: _loss(k, d, (1, 1), 9, 1.0),
+        lambda k, d: _loss(k, d, (3, 5), 11, 3.0, eps=0.0),  # no smoothing: no mean taken
     ],
     "smoothed_cross_entropy_backward": [
         lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0),
         lambda k, d: _loss_backward(k, d, (1, 2), 70, 0.5),
+        lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0, eps=0.0),
     ],
     "add_rows_at": [lambda k, d: _add_rows(k, d, 11, 40),  # one-hot product
                     lambda k, d: _add_rows(k, d, 100, 300)],  # flat add.at

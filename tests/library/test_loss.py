@@ -129,6 +129,31 @@ def test_huge_logits_give_finite_loss_and_gradient_without_warnings(backend_name
     np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_infinite_or_nan_logits_are_refused_through_the_loss(backend_name, device, eps):
+    """The logits are checked through the loss: NaN or +inf anywhere, -inf at
+    a target (or anywhere with smoothing) are refused naming the logits; -inf
+    elsewhere without smoothing is a probability of 0, taken as it is."""
+    from minitrans.core.checks import NonFiniteError
+
+    targets = np.array([[1, 2]])
+    for value, where, refused in [(np.nan, 0, True), (np.inf, 0, True), (-np.inf, 1, True),
+                                  (-np.inf, 0, eps > 0)]:
+        logits = np.zeros((1, 2, 4))
+        logits[0, 0, where] = value
+        loss_fn = LabelSmoothedCrossEntropy(eps)
+        run = lambda: loss_fn(device(logits, dtype=minitrans.get_dtype()), device(targets))
+        if not refused:
+            loss = minitrans.to_numpy(run())
+            dlogits = minitrans.to_numpy(loss_fn.backward())
+            assert float(loss) == pytest.approx(np.log(3) / 2 + np.log(4) / 2, rel=1e-6)
+            assert dlogits[0, 0, 0] == 0 and np.isfinite(dlogits).all()
+            continue
+        with pytest.raises(NonFiniteError) as info, np.errstate(invalid="ignore"):
+            run()
+        assert_names(info, "logits")
+
+
 def test_gradcheck_smoothing_with_padding(float64, randn, device):
     results = assert_gradcheck(
         LabelSmoothedCrossEntropy(0.1, pad_id=PAD), randn(2, 3, 7), device(TARGETS)

@@ -20,14 +20,15 @@ LEVELS = ["core", "ops", "layers", "model", "data", "decoding", "training", "pre
           "gradcheck", "interop", "cli"]
 
 # Host-side modules that may use NumPy themselves: the backend that chooses
-# the library, the strict test backend built on it, the checker, the data and
+# the library, the strict test backend built on it (and its list of what CuPy
+# does otherwise), the checker, the data and
 # checkpoint and safetensors code, which work on host copies of arrays
 # (padding token ids, reading and writing files), and the two places that
 # turn a pretrained tokenizer's ids (Python lists) into arrays: the
 # fine-tuning corpus's blocks and generate's prompts. The course kit
 # (minitrans_course) is not held to this rule: its exercise checkers hand
 # learners plain NumPy arrays.
-HOST_MODULES = {"core/backend.py", "core/strict.py", "data/batches.py",
+HOST_MODULES = {"core/backend.py", "core/strict.py", "core/cupy_differences.py", "data/batches.py",
                 "training/checkpoint.py", "training/untrusted.py",
                 "pretrained/safetensors_file.py", "training/finetune.py", "cli/generate.py"}
 HOST_PREFIXES = ("gradcheck/",)  # the checker works on host copies, in float64
