@@ -23,8 +23,13 @@ plainly, to time the step, then with every array of the model viewed as a
   for the other;
 * **Adam**, the optimiser's step on its own.
 
-The shares come from the timed steps and are scaled to the plain step, so
-that the interception's own cost (a Python call per kernel) lands nowhere.
+The kernels' times come from the timed steps, each kernel on its own
+thread's CPU clock, so that the interception's own cost (a Python call per
+kernel) is not counted in them; Python is what the plain step has left
+once they, Adam and the wait are taken out (shown as 0 where the timed
+steps' kernels ran slower than the plain step's and nothing is left). On
+a shared machine two runs can differ by a fifth: compare configs within a
+run, and changes with ``ab_steps.py`` or vs_pytorch.py's interleaved turns.
 """
 
 import argparse
