@@ -512,7 +512,7 @@ for name, (d, h, kv, N, d_ff, V, context) in LLAMAS.items():
 # the inference half of the layer, stacks the queries of a group's $g$
 # heads as $g$ rows, $(B, h_\text{kv}, g \cdot T_q, d_k)$, against their one
 # key/value head, which it reads in place: the same numbers as the
-# repetition above, row for row (`tests/library/test_grouped_query.py`).
+# repetition above, up to rounding (`tests/library/test_grouped_query.py`).
 # `python benchmarks/grouped_query.py` decodes with the llama config of
 # `benchmarks/vs_pytorch.py` at 2 and at 8 key/value heads: a quarter of
 # the cache, and `benchmarks/README.md` gives the decoding times it measured.

@@ -204,8 +204,9 @@ class MultiHeadAttention(Module):
         """The heads (B, h, T_q, d_k) of Q against the kv_heads heads of K and
         V without ``repeat_kv``: the queries of a group's g heads stacked as
         g T_q rows, (B, kv_heads, g T_q, d_k), so that each head of a long
-        cache is read in place rather than copied g times. The same numbers,
-        row for row; the weights are kept as (B, h, T_q, T_k) for plotting."""
+        cache is read in place rather than copied g times. The same numbers
+        up to rounding (the fast softmax may share one shift over the g T_q
+        rows); the weights are kept as (B, h, T_q, T_k) for plotting."""
         xp = backend.get_xp()
         batch, _, length_q, d_k = Q.shape
         length_k, rows = K.shape[2], self.h // self.kv_heads * length_q
