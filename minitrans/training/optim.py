@@ -7,7 +7,7 @@ this module keeps the optimisers' state and schedules the updates: which
 parameters, in which blocks, on which threads."""
 
 import math
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from minitrans.core import backend, checks
 from minitrans.core.threads import usable_cores
@@ -19,7 +19,8 @@ class Optimizer:
     the sum of its gradients, so it is updated once.
 
     Each parameter's update is independent of the others, so on the CPU
-    they run on ``threads`` threads at once (default: up to 4, one per core).
+    they run on ``threads`` threads at once (default: up to 4, one per core;
+    one for a model of fewer than THREADED_NUMBERS numbers).
     NumPy lets go of Python's global lock inside its loops, and its element-
     wise loops use one core each, so two threads update two parameters
     truly in parallel. On the CPU a large parameter is also updated in
@@ -35,6 +36,12 @@ class Optimizer:
     """
 
     BLOCK_BYTES = 2**19
+    # Below this many numbers in all, one thread updates every parameter:
+    # handing work to a second costs about what it saves (tiny's 236,176
+    # numbers take twice as long on two threads, small's 1.3 million about
+    # as long; llama's 6.9 million and more, 0.55 to 0.6 of the time on
+    # one): python benchmarks/adam_threads.py
+    THREADED_NUMBERS = 2**21
 
     def __init__(self, model, lr, threads=None):
         checks.check_number("lr", lr, low=0, low_open=True)
@@ -60,10 +67,9 @@ class Optimizer:
         for name, param, grad in self.model.named_parameters():
             self.init_state(name, param)
             pieces += [(name, param, grad, part) for part in self._blocks(param, grad)]
-        # largest first, so that the threads run out of work at about the same time
-        pieces.sort(key=lambda piece: -block(piece[1], piece[3]).size)
-        for _ in self._map(lambda piece: self.update(*piece, lr=float(lr)), pieces):
-            pass  # consuming the results re-raises an error from a thread
+        rate = float(lr)
+        self._on_threads([lambda piece=piece: self.update(*piece, lr=rate) for piece in pieces],
+                         [block(piece[1], piece[3]).size for piece in pieces])
         return lr
 
     def init_state(self, name, param):
@@ -83,12 +89,36 @@ class Optimizer:
             return [None]
         return [slice(start, start + step) for start in range(0, param.size, step)]
 
-    def _map(self, function, items):
-        if self.threads == 1:
-            return map(function, items)
+    def _on_threads(self, updates, sizes):
+        """Run every update, dealt out to the threads as one list each: the
+        largest first, each to the thread with the least work so far, so
+        that they finish at about the same time. One task per thread, not
+        one per piece: handing a piece to a pool thread costs about as much
+        as updating a small parameter, which made a tiny model's Adam three
+        times slower on two threads than on one."""
+        if self.threads == 1 or len(updates) == 1 or sum(sizes) < self.THREADED_NUMBERS:
+            _run_all(updates)
+            return
+        shares = [[] for _ in range(self.threads)]
+        loads = [0] * self.threads
+        for index in sorted(range(len(updates)), key=lambda i: -sizes[i]):
+            least = loads.index(min(loads))
+            shares[least].append(updates[index])
+            loads[least] += sizes[index]
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minitrans-optimizer")
-        return self._pool.map(function, items)
+            self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="minitrans-optimizer")
+        futures = [self._pool.submit(_run_all, share) for share in shares[1:] if share]
+        try:
+            _run_all(shares[0])  # this thread's share
+        finally:
+            wait(futures)
+        for future in futures:
+            future.result()  # re-raises an error from a thread
+
+
+def _run_all(updates):
+    for update in updates:
+        update()
 
 
 def block(array, part):

@@ -150,6 +150,7 @@ def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit
         options = {"momentum": 0.9} if optimizer_type == "SGD" else {}
         optimizer = getattr(optim, optimizer_type)(whole.model, lr=0.01, threads=threads, **options)
         optimizer.BLOCK_BYTES = block_bytes
+        optimizer.THREADED_NUMBERS = 0  # on the threads, small as the model is
         for _ in range(3):
             whole.zero_grad()
             whole.forward(*batch)
@@ -157,6 +158,35 @@ def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit
             optimizer.step()
         results.append([minitrans.to_numpy(p).copy() for _, p, _ in whole.model.named_parameters()])
     assert all(np.array_equal(a, b) for a, b in zip(*results))
+
+
+def test_a_small_model_is_updated_on_one_thread_a_large_one_on_all(monkeypatch):
+    """Below THREADED_NUMBERS numbers one thread updates everything; from
+    there on the pieces are dealt out to every thread, one task each."""
+    import threading
+
+    from minitrans.gradcheck import tiny_model
+    from minitrans.training.optim import Adam
+
+    model = tiny_model(seed=5)[0].model
+    ran_on = []
+    update = Adam.update
+
+    def spied(self, *args, **kwargs):
+        ran_on.append(threading.current_thread().name)
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(Adam, "update", spied)
+    optimizer = Adam(model, lr=0.01, threads=2)
+    optimizer.BLOCK_BYTES = 64
+    assert model.num_parameters() < optimizer.THREADED_NUMBERS
+    optimizer.step()
+    assert set(ran_on) == {threading.current_thread().name}
+    ran_on.clear()
+    optimizer.THREADED_NUMBERS = model.num_parameters()  # as if it were large enough
+    optimizer.step()
+    assert threading.current_thread().name in ran_on
+    assert any(name.startswith("minitrans-optimizer") for name in ran_on)
 
 
 def test_threads_must_be_a_positive_integer():

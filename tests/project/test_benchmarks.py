@@ -717,3 +717,15 @@ def test_the_step_breakdown_refuses_bad_flags_in_one_line():
                           "--configs", "tiny,huge"], capture_output=True, text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "--configs: expected names of" in run.stderr and "'huge'" in run.stderr
+
+
+def test_adam_threads_prints_a_row_per_config(capsys):
+    import adam_threads
+
+    adam_threads.main(["--configs", "tiny", "--rounds", "1"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| tiny |"))
+    assert "| 236,176 |" in row and row.rstrip().endswith("| 1 thread |")
+    with pytest.raises(SystemExit):
+        adam_threads.main(["--configs", "huge"])
+    assert "--configs: expected names of" in capsys.readouterr().err

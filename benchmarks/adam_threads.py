@@ -1,0 +1,95 @@
+"""Adam's step on one thread and on two, for the model of every config.
+
+    python benchmarks/adam_threads.py
+    python benchmarks/adam_threads.py --configs tiny,base --rounds 5
+
+The optimiser updates its parameters on several threads only from
+``Optimizer.THREADED_NUMBERS`` numbers on (minitrans/training/optim.py):
+below that, handing work to a second thread costs more than it saves. This
+script is the measurement behind that number: each config's model
+(vs_pytorch.py's sizes, float32, every gradient 1e-3), Adam's step timed
+with ``threads=1`` and ``threads=2``, forcing the threads even below the
+threshold, best of ``--rounds`` rounds of several steps, one BLAS thread.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from benchmark_worker import model_config
+from llama_runner import llama_model_config
+from machine_info import cpu_model
+from vs_pytorch import ALL_CONFIGS, LLAMA_CONFIGS
+
+STEPS = {"tiny": 20, "small": 20}  # steps per round; 5 for the larger models
+
+
+def build_model(name):
+    from minitrans.model.language_model import DecoderOnlyLM
+    from minitrans.model.transformer import Transformer
+
+    sizes = ALL_CONFIGS[name]
+    if name in LLAMA_CONFIGS:
+        return DecoderOnlyLM(llama_model_config(sizes), rng=0)
+    return Transformer(model_config(sizes, sizes["length"] + 1), rng=0)
+
+
+def adam_milliseconds(model, threads, steps, rounds):
+    """Best of ``rounds`` rounds: milliseconds per step of Adam on ``threads``."""
+    from minitrans.training.optim import Adam
+
+    optimizer = Adam(model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9, threads=threads)
+    optimizer.THREADED_NUMBERS = 0  # on ``threads`` threads whatever the size
+    for _ in range(3):
+        optimizer.step()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(steps):
+            optimizer.step()
+        best = min(best, (time.perf_counter() - start) / steps * 1e3)
+    return best
+
+
+def main(argv=None):
+    import minitrans
+    from minitrans.training.optim import Optimizer
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", default=",".join(ALL_CONFIGS),
+                        help=f"comma-separated, of {', '.join(ALL_CONFIGS)} (default: all)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per setting (default 3)")
+    args = parser.parse_args(argv)
+    names = [name.strip() for name in args.configs.split(",") if name.strip()]
+    unknown = [name for name in names if name not in ALL_CONFIGS]
+    if unknown:
+        parser.error(f"--configs: expected names of {', '.join(ALL_CONFIGS)}, got {unknown}")
+    if args.rounds < 1:
+        parser.error(f"--rounds: expected a positive number, got {args.rounds}")
+    minitrans.use("numpy", dtype="float32")
+    print(f"{datetime.date.today()}, {cpu_model()} with {os.cpu_count()} cores; NumPy "
+          f"{np.__version__}; Python {platform.python_version()}; one BLAS thread; "
+          f"THREADED_NUMBERS = {Optimizer.THREADED_NUMBERS:,}.\n")
+    print("| config | parameters | 1 thread | 2 threads | 2 / 1 | the optimiser uses |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    with threadpool_limits(1, user_api="blas"):
+        for name in names:
+            model = build_model(name)
+            for _, _, grad in model.named_parameters():
+                grad[...] = 1e-3
+            steps = STEPS.get(name, 5)
+            one, two = (adam_milliseconds(model, threads, steps, args.rounds)
+                        for threads in (1, 2))
+            count = model.num_parameters()
+            chosen = "2 threads" if count >= Optimizer.THREADED_NUMBERS else "1 thread"
+            print(f"| {name} | {count:,} | {one:.2f} ms | {two:.2f} ms | {two / one:.2f} | "
+                  f"{chosen} |")
+
+
+if __name__ == "__main__":
+    main()
