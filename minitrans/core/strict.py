@@ -212,7 +212,7 @@ def forbid_float64():
 
 
 def _wrap(value):
-    if type(value) is np.ndarray or isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray):
         if _float64_forbidden and value.dtype == np.float64:
             raise TypeError(
                 f"a float64 array of shape {value.shape} was made inside forbid_float64()"
