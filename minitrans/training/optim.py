@@ -106,7 +106,8 @@ class Optimizer:
             shares[least].append(updates[index])
             loads[least] += sizes[index]
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="minitrans-optimizer")
+            self._pool = ThreadPoolExecutor(self.threads - 1,
+                                            thread_name_prefix="minitrans-optimizer")
         futures = [self._pool.submit(_run_all, share) for share in shares[1:] if share]
         try:
             _run_all(shares[0])  # this thread's share

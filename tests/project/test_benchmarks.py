@@ -704,7 +704,10 @@ def test_the_kernel_timer_names_each_kernel_once_with_its_bytes():
 def test_the_step_breakdown_splits_the_tiny_step(capsys):
     import step_breakdown
 
-    step_breakdown.main(["--configs", "tiny", "--steps", "2"])
+    import minitrans
+
+    with minitrans.using("numpy", dtype="float32"):  # the script sets them; restored after
+        step_breakdown.main(["--configs", "tiny", "--steps", "2"])
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| tiny | ") and "ms (" in line)
     cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -722,7 +725,10 @@ def test_the_step_breakdown_refuses_bad_flags_in_one_line():
 def test_adam_threads_prints_a_row_per_config(capsys):
     import adam_threads
 
-    adam_threads.main(["--configs", "tiny", "--rounds", "1"])
+    import minitrans
+
+    with minitrans.using("numpy", dtype="float32"):  # the script sets them; restored after
+        adam_threads.main(["--configs", "tiny", "--rounds", "1"])
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| tiny |"))
     assert "| 236,176 |" in row and row.rstrip().endswith("| 1 thread |")
