@@ -69,8 +69,8 @@ def training_bytes(config, batch_size, length, workers=1, itemsize=None):
     the forward pass keeps for the backward pass of one batch, per token:
 
         per layer     ~4 h d_k (Q, K, V, the heads' output), d_ff (the
-                      feed-forward's hidden layer; 3 d_ff for SwiGLU's gate,
-                      up and product) and h x length (the attention
+                      feed-forward's hidden layer; 4 d_ff for SwiGLU's gate,
+                      up, sigma(gate) and product) and h x length (the attention
                       weights), for each self- and cross-attention
         at the top    2 x vocab_size (the logits and their gradient)
 
@@ -80,7 +80,7 @@ def training_bytes(config, batch_size, length, workers=1, itemsize=None):
     itemsize = itemsize or backend.get_dtype().itemsize
     h, V = config.h, config.vocab_size
     attention = 4 * h * config.head_width + h * length
-    hidden = config.d_ff * (3 if config.activation == "swiglu" else 1)
+    hidden = config.d_ff * (4 if config.activation == "swiglu" else 1)
     layers = config.N * (1 if config.decoder_only else 2)
     cross = 0 if config.decoder_only else config.N  # the decoder's cross-attention
     per_token = layers * (attention + hidden) + cross * attention + 2 * V

@@ -159,7 +159,7 @@ def test_a_checkpoint_record_holds_every_option(tmp_path):
         assert_names(info, f"model_config.{field}")
 
 
-def test_the_memory_budget_counts_the_shared_heads_and_swiglu_s_third_matrix():
+def test_the_memory_budget_counts_the_shared_heads_and_swiglu_s_arrays():
     base = ModelConfig.preset("base", vocab_size=37000)
     grouped = dataclasses.replace(base, kv_heads=2)
     assert memory_budget.kv_cache_numbers(base, 100) == 6 * 2 * 8 * 64 * 100
@@ -170,7 +170,8 @@ def test_the_memory_budget_counts_the_shared_heads_and_swiglu_s_third_matrix():
         swiglu, 1) - 3 * swiglu.parameter_count()
     paper = memory_budget.training_bytes(base, 1, 50, itemsize=1) - memory_budget.model_bytes(
         base, 1) - 3 * base.parameter_count()
-    assert per_token - paper == 50 * 2 * 6 * 2 * 2048  # two more d_ff per token and layer
+    # three more d_ff per token and layer: the gate, its sigma and the up projection
+    assert per_token - paper == 50 * 3 * 6 * 2 * 2048
     assert swiglu.parameter_count() - base.parameter_count() == 2 * 6 * 512 * 2048 + 12 * 2048
 
 
