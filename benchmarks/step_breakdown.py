@@ -48,7 +48,7 @@ from benchmark_worker import make_runner
 from kernel_timer import KernelTimedArray, enter_layer, kernel_totals, leave_layer
 from machine_info import cpu_model, numpy_blas
 from matmul_timer import TimedArray, time_products
-from vs_pytorch import ALL_CONFIGS, LLAMA_CONFIGS, STEPS_PER_TURN, thread_env
+from vs_pytorch import ALL_CONFIGS, STEPS_PER_TURN, thread_env
 
 RESTARTED = "MINITRANS_BREAKDOWN_RESTARTED"  # set in the environment of the second start
 
@@ -184,7 +184,7 @@ def timed_step(runner, steps):
     return totals, calls[0] / (steps * workers), products
 
 
-def gemm_bound(runner, products, blas_threads):
+def gemm_bound(products, blas_threads):
     """Seconds of one worker's products, each timed alone."""
     with threadpool_limits(blas_threads, user_api="blas"):
         best = time_products(products, np.matmul, lambda a: a)
@@ -208,14 +208,14 @@ def breakdown(name, args):
     step, adam, wait = plain_step(runner, steps)
     totals, layer_calls, products = timed_step(runner, steps)
     blas_threads = max(1, args.threads // runner.parallel.workers)
-    bound = gemm_bound(runner, products, blas_threads)
+    bound = gemm_bound(products, blas_threads)
     measured = totals["matmul"] + totals["elementwise"] + totals["functions"]
     # the timed step's kernels, in the plain step: the rest is Python
     worker_step = step - adam - wait
     python = max(0.0, worker_step - measured)
     return {"config": name, "step": step, "adam": adam, "wait": wait, "bound": bound,
             "python": python, "layer_calls": layer_calls, "workers": runner.parallel.workers,
-            "llama": name in LLAMA_CONFIGS, **totals}
+            **totals}
 
 
 def milliseconds(seconds):
