@@ -222,18 +222,19 @@ def markdown_table(results):
     return "\n".join(lines)
 
 
-def output_paths(out, force):
-    """(json path, md path) for ``--out``; the default paths are the stored
-    results and are always rewritten (their folder made), others only with
-    ``force``, into a folder that exists."""
-    path = os.path.abspath(out or DEFAULT_OUT)
+def output_paths(out, force, default=DEFAULT_OUT):
+    """(json path, md path) for ``--out``; the default paths (``default``:
+    this script's, or modern_ablation.py's) are the stored results and are
+    always rewritten (their folder made), others only with ``force``, into
+    a folder that exists."""
+    path = os.path.abspath(out or default)
     stem = path[:-5] if path.endswith(".json") else path
     paths = (stem + ".json", stem + ".md")
-    if path != DEFAULT_OUT and not force:
+    if path != default and not force:
         existing = [p for p in paths if os.path.exists(p)]
         if existing:
             raise ValueError(f"out: {existing[0]} exists; expected a new file (or --force)")
-    if path != DEFAULT_OUT and not os.path.isdir(os.path.dirname(path)):
+    if path != default and not os.path.isdir(os.path.dirname(path)):
         raise ValueError(f"out: expected an existing folder, got {os.path.dirname(path)}")
     return paths
 

@@ -47,7 +47,8 @@ import time
 # then do not depend on how a product was split over threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from task_targets import machine_description  # noqa: E402 (NumPy loads here)
+from ablations import output_paths, positive  # noqa: E402 (NumPy loads here)
+from task_targets import machine_description  # noqa: E402
 
 from minitrans.data.tasks import load_task  # noqa: E402
 from minitrans.training import evaluation, experiment  # noqa: E402
@@ -171,29 +172,6 @@ def select_rows(spec):
     return [row for row in ROWS if row[0].lower() in wanted]
 
 
-def output_paths(out, force):
-    """(json path, md path); the default paths are the stored results and are
-    rewritten, others only with ``force``."""
-    path = os.path.abspath(out or DEFAULT_OUT)
-    stem = path[:-5] if path.endswith(".json") else path
-    paths = (stem + ".json", stem + ".md")
-    existing = [p for p in paths if os.path.exists(p)]
-    if path != DEFAULT_OUT and existing and not force:
-        raise ValueError(f"out: {existing[0]} exists; expected a new file (or --force)")
-    return paths
-
-
-def positive(text):
-    """argparse type: an int >= 1."""
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-positive.__name__ = "int >= 1"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description="The 2017 block against today's, toy scale.")
     parser.add_argument("--rows", default="all", help="comma-separated row ids (default: all)")
@@ -209,7 +187,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         rows = ROWS if args.rows == "all" else select_rows(args.rows)
-        json_path, md_path = output_paths(args.out, args.force)
+        json_path, md_path = output_paths(args.out, args.force, DEFAULT_OUT)
     except ValueError as error:
         parser.error(f"--{error}")
     start = time.perf_counter()

@@ -128,3 +128,14 @@ def assert_one_line_error(result, fragments):
     assert result.stdout == ""
     for fragment in fragments:
         assert re.search(rf"(?<![\w]){re.escape(fragment)}(?![\w])", lines[0]), (fragment, lines[0])
+
+
+def assert_one_line_fails(result, *fragments):
+    """A command's ``result`` failed with one line on stderr, no traceback,
+    that contains every fragment (as text anywhere in the line, where
+    ``assert_one_line_error`` asks for whole words and an empty stdout)."""
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from minitrans.core import backend
+from tests.cli.conftest import assert_one_line_fails
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--no-progress"]
 
@@ -14,14 +15,6 @@ def run(*args, stdin=None):
     return subprocess.run(
         [sys.executable, "-m", "minitrans", *args], capture_output=True, text=True, input=stdin
     )
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -127,25 +120,25 @@ def test_a_high_unknown_share_is_warned_of_naming_the_level(tmp_path):
 
 def test_user_errors_are_one_line(trained_copy, tmp_path):
     out, _ = trained_copy
-    assert_one_line_error(run("train", "translate", "--data", str(tmp_path / "missing.tsv"), *TINY),
+    assert_one_line_fails(run("train", "translate", "--data", str(tmp_path / "missing.tsv"), *TINY),
                           "missing.tsv", "not found")
     bad = tmp_path / "bad.tsv"
     bad.write_text("a\tb\nno tab here\n", encoding="utf-8")
-    assert_one_line_error(run("train", "translate", "--data", str(bad), *TINY), "bad.tsv", "line 2")
-    assert_one_line_error(
+    assert_one_line_fails(run("train", "translate", "--data", str(bad), *TINY), "bad.tsv", "line 2")
+    assert_one_line_fails(
         run("translate", "--checkpoint", str(tmp_path / "none.npz"), "hi"), "none.npz", "not found"
     )
-    assert_one_line_error(
+    assert_one_line_fails(
         run("translate", "--checkpoint", str(bad), "hi"), "bad.tsv", "not a readable checkpoint"
     )
-    assert_one_line_error(
+    assert_one_line_fails(
         run("evaluate", "--checkpoint", str(out / "checkpoint.npz"), "--data", str(bad)), "line 2"
     )
     if "cupy" not in backend.available_backends():  # where a GPU works, this trains
-        assert_one_line_error(run("train", "copy", "--device", "gpu", *TINY), "cupy")
-    assert_one_line_error(run("train", "copy", "--lr-factor", "-1", *TINY), "lr_factor")
+        assert_one_line_fails(run("train", "copy", "--device", "gpu", *TINY), "cupy")
+    assert_one_line_fails(run("train", "copy", "--lr-factor", "-1", *TINY), "lr_factor")
     # the checkpoint's own limit, refused before training rather than on --resume
-    assert_one_line_error(run("train", "copy", "--merges", "1000000000000", *TINY), "merges",
+    assert_one_line_fails(run("train", "copy", "--merges", "1000000000000", *TINY), "merges",
                           "1048576")
 
 
@@ -167,7 +160,7 @@ def test_a_language_model_with_llama_s_options_trains_resumes_and_generates(tmp_
     checkpoint = str(out / "checkpoint.npz")
     refused = run("train", "lm", "--resume", checkpoint, "--steps", "3", "--norm", "layer",
                   "--kv-heads", "2", "--no-bias")
-    assert_one_line_error(refused, "--norm layer (checkpoint: rms)",
+    assert_one_line_fails(refused, "--norm layer (checkpoint: rms)",
                           "--kv-heads 2 (checkpoint: 1)")
     assert "--no-bias" not in refused.stderr  # the checkpoint has no biases either
     generated = run("generate", "--checkpoint", checkpoint, "12+")

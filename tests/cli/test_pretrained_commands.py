@@ -19,6 +19,7 @@ pytest.importorskip("regex", reason="the regex package is not installed")
 import minitrans  # noqa: E402
 from minitrans.data.pretrained_tokenizer import load_tokenizer  # noqa: E402
 from minitrans.pretrained import load_pretrained  # noqa: E402
+from tests.cli.conftest import assert_one_line_fails  # noqa: E402
 
 TEXT = ("The quick brown fox jumps over the lazy dog. A small model reads a small text, "
         "and the text says the same things again and again. ") * 12
@@ -28,14 +29,6 @@ EOT = "<|endoftext|>"
 def run(*args):
     return subprocess.run([sys.executable, "-m", "minitrans", *args], capture_output=True,
                           text=True)
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def _tokenizer(special):
@@ -160,35 +153,35 @@ def test_fine_tuning_writes_checkpoints_and_a_folder_transformers_loads(folders,
 
 def test_a_missing_folder_and_a_folder_without_a_tokenizer_are_one_line(folders, corpus,
                                                                          tmp_path):
-    assert_one_line_error(run("generate", "--pretrained", str(tmp_path / "nope"), "hi"),
+    assert_one_line_fails(run("generate", "--pretrained", str(tmp_path / "nope"), "hi"),
                           "--pretrained", "no such folder")
     bare = tmp_path / "bare"
     shutil.copytree(folders["gpt2"], bare)
     for name in ("vocab.json", "merges.txt"):
         (bare / name).unlink()
-    assert_one_line_error(run("generate", "--pretrained", str(bare), "hi"), "no tokenizer")
-    assert_one_line_error(run("train", "--init-from", str(bare), "--data", str(corpus)),
+    assert_one_line_fails(run("generate", "--pretrained", str(bare), "hi"), "no tokenizer")
+    assert_one_line_fails(run("train", "--init-from", str(bare), "--data", str(corpus)),
                           "no tokenizer")
-    assert_one_line_error(run("train", "--init-from", str(tmp_path / "nope"), "--data",
+    assert_one_line_fails(run("train", "--init-from", str(tmp_path / "nope"), "--data",
                               str(corpus)), "--init-from", "no such folder")
 
 
 def test_conflicting_or_missing_flags_are_one_line(folders, corpus, tmp_path):
     folder = str(folders["gpt2"])
-    assert_one_line_error(run("generate", "--pretrained", folder, "--checkpoint", "x.npz", "hi"),
+    assert_one_line_fails(run("generate", "--pretrained", folder, "--checkpoint", "x.npz", "hi"),
                           "not allowed with")
-    assert_one_line_error(run("generate", "hi"), "--checkpoint", "--pretrained", "required")
-    assert_one_line_error(run("train", "--init-from", folder), "--data is required")
-    assert_one_line_error(run("train", "copy", "--init-from", folder, "--data", str(corpus)),
+    assert_one_line_fails(run("generate", "hi"), "--checkpoint", "--pretrained", "required")
+    assert_one_line_fails(run("train", "--init-from", folder), "--data is required")
+    assert_one_line_fails(run("train", "copy", "--init-from", folder, "--data", str(corpus)),
                           "drop copy")
-    assert_one_line_error(run("train", "--init-from", folder, "--data", str(corpus),
+    assert_one_line_fails(run("train", "--init-from", folder, "--data", str(corpus),
                               "--resume", "x.npz"), "--resume")
-    assert_one_line_error(run("train", "copy", "--lr", "0.1"), "--lr: only used with --init-from")
-    assert_one_line_error(run("train", "--init-from", folder, "--data", str(tmp_path / "no.txt")),
+    assert_one_line_fails(run("train", "copy", "--lr", "0.1"), "--lr: only used with --init-from")
+    assert_one_line_fails(run("train", "--init-from", folder, "--data", str(tmp_path / "no.txt")),
                           "--data", "no such file")
     short = tmp_path / "short.txt"
     short.write_text("tiny", encoding="utf-8")
-    assert_one_line_error(run("train", "--init-from", folder, "--data", str(short)),
+    assert_one_line_fails(run("train", "--init-from", folder, "--data", str(short)),
                           "--block-size")
 
 

@@ -1,10 +1,14 @@
 """The library tests' helpers: a gradient check that fails with the whole
-table, and an error message that names what it should (import them with
-``from tests.library.conftest import ...``)."""
+table, an error message that names what it should, and a pretrained
+file's one-line refusal (import them with ``from tests.library.conftest
+import ...``)."""
 
 import re
 
+import pytest
+
 from minitrans.gradcheck import check_layer, format_table
+from minitrans.pretrained.file_checks import PretrainedError
 
 
 def assert_gradcheck(layer, *inputs, **options):
@@ -20,3 +24,16 @@ def assert_names(info, *names):
     message = str(info.value)
     for name in names:
         assert re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message), (name, message)
+
+
+def pretrained_refusal(call, path, *parts):
+    """``call()`` raises a one-line PretrainedError that starts with ``path``
+    and contains each of ``parts``; returns its message."""
+    with pytest.raises(PretrainedError) as info:
+        call()
+    message = str(info.value)
+    assert "\n" not in message, message
+    assert message.startswith(f"{path}: "), message
+    for part in parts:
+        assert part in message, (part, message)
+    return message

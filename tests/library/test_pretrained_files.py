@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from minitrans.pretrained import folder
-from minitrans.pretrained.file_checks import MAX_JSON_BYTES, PretrainedError, atomic_file
+from minitrans.pretrained.file_checks import MAX_JSON_BYTES, atomic_file
+from tests.library.conftest import pretrained_refusal as refused
 from minitrans.pretrained.safetensors_file import (MAX_HEADER_BYTES, WRITABLE, read_header,
                                                    read_safetensors, save_safetensors)
 
@@ -40,19 +41,6 @@ def raw_file(path, header, data=b"", length=None):
 
 def entry(dtype, shape, begin, end):
     return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
-
-
-def refused(call, path, *parts):
-    """``call()`` raises a one-line PretrainedError that starts with ``path``
-    and contains each of ``parts``."""
-    with pytest.raises(PretrainedError) as info:
-        call()
-    message = str(info.value)
-    assert "\n" not in message, message
-    assert message.startswith(f"{path}: "), message
-    for part in parts:
-        assert part in message, (part, message)
-    return message
 
 
 def sharded(tmp_path, shards, weight_map=None):
