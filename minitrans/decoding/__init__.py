@@ -1,6 +1,10 @@
 """From next-token logits to sentences: greedy, beam search and sampling,
 with the key/value cache."""
 
+from minitrans.decoding.attention_maps import (  # noqa: F401
+    decode_with_attention,
+    generate_with_attention,
+)
 from minitrans.decoding.sampling import (  # noqa: F401
     apply_temperature,
     draw,
@@ -10,9 +14,7 @@ from minitrans.decoding.sampling import (  # noqa: F401
 )
 from minitrans.decoding.search import (  # noqa: F401
     beam_search,
-    decode_with_attention,
     generate,
-    generate_with_attention,
     gnmt_length_penalty,
     greedy,
     sample,

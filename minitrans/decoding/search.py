@@ -18,18 +18,31 @@ from minitrans.core import backend, checks
 from minitrans.decoding.input_checks import (check_length, check_model_kind, check_rows_fit,
                                              check_token_id)
 from minitrans.decoding.sampling import sampler
+from minitrans.decoding.shards import decode_in_shards, shard_count
 from minitrans.ops.softmax import log_softmax
 
 
-def greedy(model, src, max_len, bos_id=1, eos_id=2, pad_id=0, use_cache=True, return_logits=False):
+def greedy(model, src, max_len, bos_id=1, eos_id=2, pad_id=0, use_cache=True, return_logits=False,
+           workers=None):
     """The most probable token at every step, for a Transformer.
 
     use_cache=True encodes src (B, T_src) once (``model.start``) and feeds
     one token per step (``model.step``); use_cache=False reruns
     ``model.prefix_logits`` on the whole prefix every step: the slow reference.
     Returns tokens (B, L); with return_logits also the raw logits (B, L, V).
+
+    ``workers``: threads that decode a share of the rows each
+    (``decoding.shards``; default 2 on NumPy, 1 on a GPU; fewer where a
+    shard would get under MIN_ROWS_PER_SHARD rows, and 1 with return_logits).
     """
-    feed, first = _start_encoder_decoder(model, src, max_len, bos_id, use_cache)
+    _check_encoder_decoder(model, src, max_len, bos_id)
+    shards = 1 if return_logits else _shards(src, workers, _way(use_cache))
+    if shards > 1:
+        def decode_rows(replica, rows):
+            return greedy(replica, rows, max_len, bos_id, eos_id, pad_id, use_cache, workers=1)
+
+        return decode_in_shards(decode_rows, model, src, _filler(eos_id, pad_id), shards)
+    feed, first = _start_encoder_decoder(model, src, bos_id, use_cache)
     tokens, logits = _decode_loop(feed, first, max_len, _argmax, eos_id, pad_id, return_logits)
     return (tokens, logits) if return_logits else tokens
 
@@ -41,12 +54,13 @@ def sample(model, src, max_len, temperature=1.0, top_k=None, top_p=None, rng=Non
     (if top_p) -> draw. ``rng``: an int seed (None is 0, so runs repeat) or a
     ``backend.device_rng`` generator. Returns tokens (B, L) as greedy."""
     choose = sampler(temperature, top_k, top_p, rng)
-    feed, first = _start_encoder_decoder(model, src, max_len, bos_id, use_cache)
+    _check_encoder_decoder(model, src, max_len, bos_id)
+    feed, first = _start_encoder_decoder(model, src, bos_id, use_cache)
     return _decode_loop(feed, first, max_len, choose, eos_id, pad_id)[0]
 
 
 def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
-                bos_id=1, eos_id=2, pad_id=0, return_all=False):
+                bos_id=1, eos_id=2, pad_id=0, return_all=False, workers=None):
     """Keep the beam_size best partial translations of each source row.
 
     The B * K hypotheses (K = beam_size) decode as one batch, row b*K + k
@@ -63,7 +77,8 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     the vocabulary's size. Stops when all beams
     have finished, or after max_len tokens (default T_src + 50). Returns the
     best tokens (B, L); with return_all also all beams, best first,
-    (B, K, L_all), and their scores (B, K).
+    (B, K, L_all), and their scores (B, K). ``workers``: as ``greedy``'s,
+    each thread searching for some of the source rows.
     """
     xp = backend.get_xp()
     check_model_kind("model", model, decoder_only=False)
@@ -78,6 +93,13 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     check_length("max_len", max_len, model)
     check_token_id("bos_id", bos_id, model)
     checks.check_number("length_penalty", length_penalty, low=0)
+    shards = _shards(src, workers, "beam")
+    if shards > 1:
+        def search_rows(replica, rows):
+            return beam_search(replica, rows, beam_size, max_len, length_penalty, bos_id, eos_id,
+                               pad_id, return_all, workers=1)
+
+        return decode_in_shards(search_rows, model, src, pad_id, shards)
     model.eval()
     B, K = src.shape[0], beam_size
     rows = xp.arange(B)[:, None]  # (B, 1): pairs each beam with its source row
@@ -119,40 +141,9 @@ def gnmt_length_penalty(length, alpha):
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def decode_with_attention(model, src, max_len, bos_id=1, eos_id=2, pad_id=0):
-    """Greedy-decode src, then rerun the result teacher-forced, for plotting.
-
-    The forward gets <bos> + tokens[:, :-1], the inputs of the decoding
-    steps, so row t of each map is the attention while token t was produced.
-    Returns tokens (B, L) and ``model.attention_maps()``: (B, h, L, T) by
-    layer name, e.g. "decoder.layers.0.cross_attn.attention".
-    """
-    xp = backend.get_xp()
-    tokens = greedy(model, src, max_len, bos_id, eos_id, pad_id)
-    bos = xp.full((tokens.shape[0], 1), bos_id, dtype=tokens.dtype)
-    model.forward(src, xp.concatenate([bos, tokens[:, :-1]], axis=1))
-    return tokens, model.attention_maps()
-
-
-def generate_with_attention(lm, prompt, max_new_tokens, eos_id=2, pad_id=0):
-    """Greedy-continue ``prompt`` (B, T0) with a DecoderOnlyLM, then rerun
-    prompt + tokens[:, :-1] teacher-forced, for plotting: row t of each map
-    is the attention of the position whose next token is token t + 1 of
-    prompt[:, 1:] + tokens. Returns tokens (B, L) and ``lm.attention_maps()``:
-    (B, h, T0 + L - 1, T0 + L - 1) by layer name, e.g.
-    "decoder.layers.0.self_attn.attention".
-
-    ``decode_with_attention`` is the encoder-decoder version: a language
-    model has no source to encode, and its ``start`` takes a batch size.
-    """
-    xp = backend.get_xp()
-    tokens = generate(lm, prompt, max_new_tokens, eos_id=eos_id, pad_id=pad_id)
-    lm.forward(xp.concatenate([prompt, tokens[:, :-1]], axis=1))
-    return tokens, lm.attention_maps()
-
-
 def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, strategy="greedy",
-             temperature=1.0, top_k=None, top_p=None, rng=None, return_logits=False):
+             temperature=1.0, top_k=None, top_p=None, rng=None, return_logits=False,
+             workers=None):
     """Continue prompt (B, T0), int ids without padding, with a DecoderOnlyLM.
 
     The cached path feeds the prompt to ``lm.step`` one token at a time, the
@@ -166,12 +157,22 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
     repeats ``eos_id`` (as Hugging Face's ``generate`` fills with its pad
     token, usually the end-of-text token); with ``eos_id=None`` no token
     ends a row, and all ``max_new_tokens`` are generated.
+
+    ``workers``: as ``greedy``'s, for strategy "greedy" (sampling draws for
+    the whole batch at once, so its rows stay together).
     """
     check_model_kind("lm", lm, decoder_only=True)
     checks.check_token_ids("prompt", prompt, lm.config.vocab_size, ndim=2, nonempty=True)
     check_length("max_new_tokens", max_new_tokens, lm, prompt_length=prompt.shape[1])
     check_rows_fit("prompt", prompt.shape[0], lm.config)
     checks.check_choice("strategy", strategy, ("greedy", "sample"))
+    shards = (1 if return_logits or strategy != "greedy"
+              else _shards(prompt, workers, _way(use_cache)))
+    if shards > 1:
+        def generate_rows(replica, rows):
+            return generate(replica, rows, max_new_tokens, eos_id, pad_id, use_cache, workers=1)
+
+        return decode_in_shards(generate_rows, lm, prompt, _filler(eos_id, pad_id), shards)
     choose = _argmax if strategy == "greedy" else sampler(temperature, top_k, top_p, rng)
     lm.eval()
     seen, last = prompt[:, :-1], prompt[:, -1]  # the loop feeds the last prompt token
@@ -199,7 +200,7 @@ def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_log
     finished rows filled with eos_id; eos_id None: no row ever finishes."""
     xp = backend.get_xp()
     tokens, finished = first_tokens, xp.zeros(first_tokens.shape, dtype=bool)
-    filler = eos_id if pad_id is None else pad_id
+    filler = _filler(eos_id, pad_id)
     outputs, all_logits = [], []
     for _ in range(max_steps):
         with checks.inputs_checked():
@@ -220,13 +221,36 @@ def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_log
     return xp.stack(outputs, axis=1), (xp.stack(all_logits, axis=1) if keep_logits else None)
 
 
-def _start_encoder_decoder(model, src, max_len, bos_id, use_cache):
-    """Check the input, switch to eval mode; return feed and the <bos> column."""
+def _check_encoder_decoder(model, src, max_len, bos_id):
     check_model_kind("model", model, decoder_only=False)
     checks.check_token_ids("src", src, model.config.source_vocab_size, ndim=2, nonempty=True)
     check_rows_fit("src", src.shape[0], model.config, src.shape[1])
     check_length("max_len", max_len, model)
     check_token_id("bos_id", bos_id, model)
+
+
+def _way(use_cache):
+    return "cache" if use_cache else "recompute"
+
+
+def _shards(rows, workers, way):
+    """How many shards the (B, ...) ``rows`` decode in (``shards.shard_count``)."""
+    if workers is not None:
+        checks.check_positive_int("workers", workers)
+        if workers > 1 and backend.on_device():
+            raise ValueError(f"workers: expected 1 on the {backend.backend_name()} backend (the "
+                             f"threads would take turns queueing work on one CUDA stream), "
+                             f"got {workers}")
+    return shard_count(rows.shape[0], way, workers)
+
+
+def _filler(eos_id, pad_id):
+    """What a finished row holds after its <eos>: pad_id, or eos_id without one."""
+    return eos_id if pad_id is None else pad_id
+
+
+def _start_encoder_decoder(model, src, bos_id, use_cache):
+    """Switch to eval mode (the input checked); return feed and the <bos> column."""
     model.eval()
     first = backend.get_xp().full((src.shape[0],), bos_id, dtype=src.dtype)
     if use_cache:

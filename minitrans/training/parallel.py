@@ -28,15 +28,12 @@ seeds, so a step gives the same numbers whichever thread runs first. With
 ``workers=1`` it is the plain step: forward, loss, backward, nothing added.
 """
 
-import contextlib
 import copy
 from concurrent.futures import ThreadPoolExecutor, wait
 
-from threadpoolctl import ThreadpoolController
-
 from minitrans.core import backend, checks
-from minitrans.core.threads import usable_cores
-from minitrans.layers.dropout import Dropout
+from minitrans.core.threads import limit_blas_threads, usable_cores
+from minitrans.model.replicas import default_workers, replicate, share_parameters, shard_bounds
 
 
 # Each worker is a thread with a replica of the model (its own gradients and
@@ -44,18 +41,6 @@ from minitrans.layers.dropout import Dropout
 # memory. Sixteen cores' worth with room to spare, and the same on every
 # machine, so that a configuration that runs here runs everywhere.
 MAX_WORKERS = 64
-
-
-def default_workers():
-    """2 on NumPy, 1 on CuPy (a GPU is one device: threads would only take
-    turns queueing its work on one CUDA stream) and on the strict backend,
-    which takes CuPy's paths.
-
-    Not one per core: the shards, and so the dropout masks and the sums,
-    depend on the number of workers, and a run should give the same numbers
-    on every machine. Two is what the benchmarks measured (2 cores); on a
-    bigger machine each worker gets more BLAS threads."""
-    return 1 if backend.on_device() else 2
 
 
 class DataParallel:
@@ -128,8 +113,8 @@ class DataParallel:
         # the dloss of its backward, its gradient (all zero: no real token)
         shares = [count / total if total else 0.0 for count in counts]
         for twins in self._twins:
-            _share_parameters(twins)
-        with _blas_threads(self.blas_threads):
+            share_parameters(twins)
+        with limit_blas_threads(self.blas_threads):
             losses = self._on_workers(self._shard, [(s, x, t, shares[s]) for s, x, t in shards])
         self._add_replica_gradients(used=len(shards))
         return backend.get_xp().asarray(
@@ -176,67 +161,7 @@ class DataParallel:
         return loss
 
 
-def replicate(model, index):
-    """A copy of ``model`` that shares its parameters and buffers (the same
-    arrays, not copies), with gradients and caches of its own, and dropout
-    seeds derived from the model's and ``index``."""
-    shared = {}
-    for module in model.modules():
-        for array in (*module.params.values(), *module.buffers.values()):
-            shared[id(array)] = array
-        shared[id(module.cache)] = None  # a forward's cache is not copied
-    replica = copy.deepcopy(model, memo=shared)
-    for module in replica.modules():
-        if isinstance(module, Dropout):
-            module.seed = int(backend.host_rng((module.seed, index)).integers(2**31))
-            module.reset_rng()
-    return replica
-
-
-def _share_parameters(twins):
-    """Point each replica module at its model module's current arrays and
-    mode (a checkpoint load or a move to another device may have replaced
-    them), and give it fresh gradients where the model's changed type, shape
-    or dtype. ``twins``: (model module, replica module) pairs."""
-    xp = backend.get_xp()
-    for source, target in twins:
-        target.params.update(source.params)
-        target.buffers.update(source.buffers)
-        target.training = source.training
-        for name, grad in source.grads.items():
-            mine = target.grads.get(name)
-            if (
-                mine is None
-                or type(mine) is not type(grad)
-                or mine.shape != grad.shape
-                or mine.dtype != grad.dtype
-            ):
-                target.grads[name] = xp.zeros_like(grad)
-
-
 def _add_into(jobs):
     for total, parts in jobs:
         for part in parts:
             total += part
-
-
-def shard_bounds(size, parts):
-    """(start, stop) of at most ``parts`` non-empty, near-equal slices of range(size)."""
-    parts = min(parts, size)
-    bounds = [size * i // parts for i in range(parts + 1)]
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
-_controller = None  # threadpoolctl's handle on the BLAS libraries, made once
-
-
-@contextlib.contextmanager
-def _blas_threads(count):
-    """Inside, BLAS uses at most ``count`` threads per call. Through
-    threadpoolctl, which finds the BLAS library that NumPy loaded (OpenBLAS
-    in NumPy's wheels) and calls its own set-threads function."""
-    global _controller
-    if _controller is None:
-        _controller = ThreadpoolController()
-    with _controller.limit(limits=count, user_api="blas"):
-        yield
