@@ -92,7 +92,7 @@ class MinitransRunner:
     def step(self):
         src, tgt_in, tgt_out = self.batches[self.count % BATCHES]
         self.count += 1
-        self.model.zero_grad()
+        self.optimizer.zero_grad()  # as the Trainer does: the model's tree is not walked
         loss = self.parallel.forward_backward((src, tgt_in), tgt_out)
         self.optimizer.step()
         return float(loss)

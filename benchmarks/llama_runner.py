@@ -129,7 +129,7 @@ class MinitransLlamaRunner(MinitransRunner):
     def step(self):
         inputs, targets = self.batches[self.count % BATCHES]
         self.count += 1
-        self.model.zero_grad()
+        self.optimizer.zero_grad()  # as the Trainer does: the model's tree is not walked
         loss = self.parallel.forward_backward((inputs,), targets)
         self.optimizer.step()
         return float(loss)

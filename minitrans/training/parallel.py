@@ -83,6 +83,7 @@ class DataParallel:
         # is fixed once the replicas are made, so it is walked here, not every step
         self._twins = [list(zip(model.modules(), replica.modules()))
                        for replica in self.replicas[1:]]
+        self._modules = [module for replica in self.replicas for module in replica.modules()]
         self.loss_fns = [loss_fn] + [copy.deepcopy(loss_fn) for _ in range(1, workers)]
         self._pool = (
             ThreadPoolExecutor(workers - 1, thread_name_prefix="minitrans-worker")
@@ -92,8 +93,9 @@ class DataParallel:
         self.blas_threads = blas_threads
 
     def modules(self):
-        """Every module of every replica."""
-        return [module for replica in self.replicas for module in replica.modules()]
+        """Every module of every replica (the trees as they were when the
+        replicas were made)."""
+        return list(self._modules)
 
     def forward_backward(self, inputs, targets):
         """The loss of the batch (a 0-d array); ADDS its gradient into the
@@ -154,8 +156,10 @@ class DataParallel:
         """One replica's forward, loss and backward; replicas other than the
         model start from zero gradients."""
         model, loss_fn = self.replicas[index], self.loss_fns[index]
-        if index > 0:
-            model.zero_grad()
+        if index > 0:  # model.zero_grad(), without walking the tree
+            for _, module in self._twins[index - 1]:
+                for grad in module.grads.values():
+                    grad.fill(0)
         loss = loss_fn.forward(model.forward(*inputs), targets)
         model.backward(loss_fn.backward(dloss))
         return loss

@@ -82,7 +82,7 @@ class Trainer:
             if isinstance(module, Dropout):
                 module.reset_rng(step)  # this step's masks, whatever came before
         batch = self.task.make_batch(self.batch_pairs(step))
-        self.model.zero_grad()
+        self.optimizer.zero_grad()
         try:  # forward, loss and backward, the batch split over the workers
             loss = float(
                 self.parallel.forward_backward(evaluation.model_inputs(batch), batch.tgt_out)
@@ -92,7 +92,7 @@ class Trainer:
             where = f"parameter {culprit} holds NaN or infinity" if culprit else str(error)
             raise TrainingError(f"step {step}: inside the model, {where}; training stopped, "
                                 f"{self._last_good()}") from None
-        norm = clip_grad_norm(self.model, self.config.clip_norm or None)
+        norm = clip_grad_norm(self.optimizer, self.config.clip_norm or None)
         if not (math.isfinite(loss) and math.isfinite(norm)):
             # the model checks its ids, not every layer's input (a wait for the GPU
             # each): a NaN weight shows here first, so look for it now

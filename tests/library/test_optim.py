@@ -213,3 +213,30 @@ def test_a_blocked_update_reaches_every_element_of_a_strided_or_large_parameter(
     model.grads["big"] = np.ones((7, 10), dtype=np.float32).T  # a transposed view
     optimizer.step()
     np.testing.assert_array_equal(model.params["big"], -2.0)
+
+
+class TwoLayers(Module):
+    """Parameters in a child and in a list of children, as a model has them."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = Params(W=[[1.0, 2.0]], b=[0.5])
+        self.layers = [Params(gamma=[1.0, 1.0]), Params(beta=[0.0])]
+
+
+def test_the_optimiser_walks_the_tree_once_and_follows_replaced_arrays(float64):
+    model = TwoLayers()
+    optimizer = Adam(model, lr=0.1)
+    by_model = [(name, id(param), id(grad)) for name, param, grad in model.named_parameters()]
+    by_optimizer = [(name, id(param), id(grad))
+                    for name, param, grad in optimizer.named_parameters()]
+    assert by_optimizer == by_model and len(by_model) == 4
+    for _, _, grad in model.named_parameters():
+        grad[...] = 3.0
+    model.layers[1].params["beta"] = minitrans.to_device(np.array([7.0]))  # as a load replaces it
+    model.layers[1].grads["beta"] = minitrans.to_device(np.array([4.0]))
+    assert clip_grad_norm(optimizer, None) == pytest.approx(clip_grad_norm(model, None))
+    optimizer.step()
+    assert float(model.layers[1].params["beta"][0]) == pytest.approx(7.0 - 0.1)  # the new array
+    optimizer.zero_grad()
+    assert all(not minitrans.to_numpy(grad).any() for _, _, grad in model.named_parameters())
