@@ -1,4 +1,4 @@
-"""Adam's step on one thread and on two, for the model of every config.
+"""Adam's step on one thread, on two, and on flat arrays, for every config's model.
 
     python benchmarks/adam_threads.py
     python benchmarks/adam_threads.py --configs tiny,base --rounds 5
@@ -10,6 +10,9 @@ script is the measurement behind that number: each config's model
 (vs_pytorch.py's sizes, float32, every gradient 1e-3), Adam's step timed
 with ``threads=1`` and ``threads=2``, forcing the threads even below the
 threshold, best of ``--rounds`` rounds of several steps, one BLAS thread.
+It also times the flat update (``minitrans/training/flat_state.py``: all
+gradients, m and v as views of three flat arrays, on one thread), the
+measurement behind ``Adam.FLAT_NUMBERS``, up to which Adam takes it.
 """
 
 import argparse
@@ -39,12 +42,14 @@ def build_model(name):
     return Transformer(model_config(sizes, sizes["length"] + 1), rng=0)
 
 
-def adam_milliseconds(model, threads, steps, rounds):
-    """Best of ``rounds`` rounds: milliseconds per step of Adam on ``threads``."""
+def adam_milliseconds(model, threads, steps, rounds, flat=False):
+    """Best of ``rounds`` rounds: milliseconds per step of Adam on ``threads``
+    (parameter by parameter), or with ``flat`` on flat arrays."""
     from minitrans.training.optim import Adam
 
     optimizer = Adam(model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9, threads=threads)
     optimizer.THREADED_NUMBERS = 0  # on ``threads`` threads whatever the size
+    optimizer.FLAT_NUMBERS = float("inf") if flat else -1
     for _ in range(3):
         optimizer.step()
     best = float("inf")
@@ -58,7 +63,7 @@ def adam_milliseconds(model, threads, steps, rounds):
 
 def main(argv=None):
     import minitrans
-    from minitrans.training.optim import Optimizer
+    from minitrans.training.optim import Adam, Optimizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", default=",".join(ALL_CONFIGS),
@@ -74,9 +79,11 @@ def main(argv=None):
     minitrans.use("numpy", dtype="float32")
     print(f"{datetime.date.today()}, {cpu_model()} with {os.cpu_count()} cores; NumPy "
           f"{np.__version__}; Python {platform.python_version()}; one BLAS thread; "
-          f"THREADED_NUMBERS = {Optimizer.THREADED_NUMBERS:,}.\n")
-    print("| config | parameters | 1 thread | 2 threads | 2 / 1 | the optimiser uses |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          f"THREADED_NUMBERS = {Optimizer.THREADED_NUMBERS:,}, FLAT_NUMBERS = "
+          f"{Adam.FLAT_NUMBERS:,}.\n")
+    print("| config | parameters | 1 thread | 2 threads | 2 / 1 | flat, 1 thread | flat / 1 "
+          "| the optimiser uses |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     with threadpool_limits(1, user_api="blas"):
         for name in names:
             model = build_model(name)
@@ -85,10 +92,12 @@ def main(argv=None):
             steps = STEPS.get(name, 5)
             one, two = (adam_milliseconds(model, threads, steps, args.rounds)
                         for threads in (1, 2))
+            flat = adam_milliseconds(model, 1, steps, args.rounds, flat=True)
             count = model.num_parameters()
-            chosen = "2 threads" if count >= Optimizer.THREADED_NUMBERS else "1 thread"
+            chosen = ("flat" if count <= Adam.FLAT_NUMBERS else
+                      "2 threads" if count >= Optimizer.THREADED_NUMBERS else "1 thread")
             print(f"| {name} | {count:,} | {one:.2f} ms | {two:.2f} ms | {two / one:.2f} | "
-                  f"{chosen} |")
+                  f"{flat:.2f} ms | {flat / one:.2f} | {chosen} |")
 
 
 if __name__ == "__main__":

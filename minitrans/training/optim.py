@@ -9,8 +9,10 @@ parameters, in which blocks, on which threads."""
 import math
 from concurrent.futures import ThreadPoolExecutor, wait
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, kernels
 from minitrans.core.threads import usable_cores
+from minitrans.training.flat_state import FlatState
+from minitrans.training.schedule import transformer_lr  # noqa: F401  (its old home)
 from minitrans.training.updates import adam_update, sgd_update
 
 
@@ -187,7 +189,16 @@ class Adam(Optimizer):
     whose code reads as them; each step calls ``adam_update`` on every
     parameter. This class keeps m and v for each parameter (zeros at first)
     and the step count t.
+
+    With the fast kernels, a model of at most FLAT_NUMBERS numbers is
+    updated all at once instead (``minitrans.training.flat_state``): its
+    gradients, m and v become views of three flat arrays, and each pass of
+    the update runs once over them, the same numbers bit for bit. Beyond
+    that size the per-parameter update, in blocks and on threads, is
+    faster: ``python benchmarks/adam_threads.py`` times both.
     """
+
+    FLAT_NUMBERS = Optimizer.THREADED_NUMBERS
 
     def __init__(self, model, lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, threads=None):
         super().__init__(model, lr, threads)
@@ -200,6 +211,41 @@ class Adam(Optimizer):
         self.beta1, self.beta2 = (float(b) for b in betas)
         self.eps, self.weight_decay = float(eps), float(weight_decay)
         self.m, self.v = {}, {}
+        self._flat = None  # the FlatState of the last flat step
+
+    def zero_grad(self):
+        if self._current_flat() is not None:
+            self._flat.grad.fill(0)  # every gradient is a view of it
+        else:
+            super().zero_grad()
+
+    def step(self, lr=None):
+        flat = self._flat_state() if kernels.active() == "fast" else None
+        if flat is None:
+            return super().step(lr)
+        lr = self.lr if lr is None else lr
+        checks.check_number("lr", lr, low=0, low_open=True)
+        self.step_count += 1
+        block_size = None if backend.on_device() else self.BLOCK_BYTES // flat.grad.itemsize
+        flat.adam_update(self.step_count, float(lr), (self.beta1, self.beta2), self.eps,
+                         self.weight_decay, block_size)
+        return lr
+
+    def _current_flat(self):
+        """The FlatState, if the model's gradients, m and v are still its views."""
+        if self._flat is not None and not self._flat.current(self.m, self.v):
+            self._flat = None
+        return self._flat
+
+    def _flat_state(self):
+        """The FlatState to update with (made again from the current values
+        where an array was replaced), or None where the model is larger than
+        FLAT_NUMBERS or its parameters cannot share flat arrays."""
+        if self._current_flat() is None and FlatState.usable(self._slots, self.FLAT_NUMBERS):
+            for name, param, _ in self.named_parameters():
+                self.init_state(name, param)
+            self._flat = FlatState(self._slots, self.m, self.v)
+        return self._flat
 
     def init_state(self, name, param):
         if name not in self.m:
@@ -251,19 +297,3 @@ def clip_grad_norm(model, max_norm):
         for _, _, grad in model.named_parameters():
             grad *= scale
     return norm
-
-
-def transformer_lr(step, d_model, warmup, factor=1.0):
-    """The paper's schedule (§5.3):
-
-        lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-
-    It rises linearly for ``warmup`` steps, peaks at
-    factor * (d_model * warmup)^-0.5, then decays as 1 / sqrt(step).
-    Steps count from 1.
-    """
-    checks.check_int("step", step, low=1)  # the schedule counts steps from 1
-    checks.check_positive_int("d_model", d_model)
-    checks.check_positive_int("warmup", warmup)
-    checks.check_number("factor", factor, low=0, low_open=True)  # NaN or inf: NaN weights
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)

@@ -33,7 +33,8 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training import (checkpoint, evaluation, interrupt, run_folder, stopping,
                                 trainer_state)
 from minitrans.training.divergence import divergence, held_out_divergence
-from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
+from minitrans.training.optim import Adam, clip_grad_norm
+from minitrans.training.schedule import transformer_lr
 from minitrans.training.parallel import DataParallel
 from minitrans.training.progress import TrainingLine, progress_bar, through
 from minitrans.training.train_config import TrainConfig  # noqa: F401 (re-exported)

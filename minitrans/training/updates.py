@@ -52,21 +52,34 @@ def adam_update_fast(param, grad, m, v, t, lr, betas, eps, weight_decay=0.0):
     passes over memory, fewer fresh arrays. Timed against the reference by
     ``python benchmarks/kernels.py --kernels adam_update`` (table in
     benchmarks/README.md)."""
+    step = adam_step(grad, m, v, t, lr, betas, eps, out=grad * grad)  # the scratch array
+    apply_adam_step(param, step, lr, weight_decay)
+
+
+def adam_step(grad, m, v, t, lr, betas, eps, out):
+    """The first part of ``adam_update_fast``: m and v updated in place, and
+    ``out`` (a scratch array holding grad * grad, which it overwrites) set
+    to the step lr * m_hat / (sqrt(v_hat) + eps). Returns ``out``."""
     xp = backend.get_xp()
     beta1, beta2 = betas
     m *= beta1
     m += (1.0 - beta1) * grad
-    squared = grad * grad  # the scratch array
+    squared = out
     squared *= 1.0 - beta2
     v *= beta2
     v += squared
     m_hat_scale = 1.0 / (1.0 - beta1**t)
     v_hat_scale = 1.0 / (1.0 - beta2**t)
-    step = xp.sqrt(v, out=squared)  # lr * m_hat / (sqrt(v_hat) + eps), below
+    step = xp.sqrt(v, out=squared)
     step *= v_hat_scale**0.5
     step += eps
     xp.divide(m, step, out=step)
     step *= lr * m_hat_scale
+    return step
+
+
+def apply_adam_step(param, step, lr, weight_decay):
+    """The second part: param <- param - step, after AdamW's decay."""
     if weight_decay:
         param *= 1.0 - lr * weight_decay  # decoupled: w - lr * wd * w
     param -= step

@@ -151,6 +151,7 @@ def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit
         optimizer = getattr(optim, optimizer_type)(whole.model, lr=0.01, threads=threads, **options)
         optimizer.BLOCK_BYTES = block_bytes
         optimizer.THREADED_NUMBERS = 0  # on the threads, small as the model is
+        optimizer.FLAT_NUMBERS = -1  # SGD has no flat update; Adam's is tested on its own
         for _ in range(3):
             whole.zero_grad()
             whole.forward(*batch)
@@ -179,6 +180,7 @@ def test_a_small_model_is_updated_on_one_thread_a_large_one_on_all(monkeypatch):
     monkeypatch.setattr(Adam, "update", spied)
     optimizer = Adam(model, lr=0.01, threads=2)
     optimizer.BLOCK_BYTES = 64
+    optimizer.FLAT_NUMBERS = 0  # the per-parameter update, which these threads run
     assert model.num_parameters() < optimizer.THREADED_NUMBERS
     optimizer.step()
     assert set(ran_on) == {threading.current_thread().name}

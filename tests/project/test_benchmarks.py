@@ -731,7 +731,7 @@ def test_adam_threads_prints_a_row_per_config(capsys):
         adam_threads.main(["--configs", "tiny", "--rounds", "1"])
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| tiny |"))
-    assert "| 236,176 |" in row and row.rstrip().endswith("| 1 thread |")
+    assert "| 236,176 |" in row and row.rstrip().endswith("| flat |")
     with pytest.raises(SystemExit):
         adam_threads.main(["--configs", "huge"])
     assert "--configs: expected names of" in capsys.readouterr().err
