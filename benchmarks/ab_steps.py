@@ -23,7 +23,7 @@ import sys
 import time
 
 from allocators import worker_env
-from vs_pytorch import CONFIGS, PAUSE_SECONDS, STEPS_PER_TURN, WARMUP_STEPS
+from vs_pytorch import ALL_CONFIGS, CONFIGS, PAUSE_SECONDS, STEPS_PER_TURN, WARMUP_STEPS
 
 
 def start_worker(checkout, config, threads):
@@ -80,9 +80,9 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="threads of each (default 2)")
     args = parser.parse_args()
     names = args.configs.split(",")
-    unknown = sorted(set(names) - set(CONFIGS))
+    unknown = sorted(set(names) - set(ALL_CONFIGS))
     if unknown:
-        parser.error(f"--configs: expected names of {', '.join(CONFIGS)}, got {unknown}")
+        parser.error(f"--configs: expected names of {', '.join(ALL_CONFIGS)}, got {unknown}")
     print("| config | before step | after step | after / before |\n| --- | --- | --- | --- |")
     for name in names:
         median = compare(name, {"before": args.before, "after": args.after}, args.rounds,
