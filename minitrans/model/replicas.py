@@ -40,14 +40,24 @@ def replicate(model, index, gradients=True):
     arrays, not copies), with gradients and caches of its own, and dropout
     seeds derived from the model's and ``index``. ``gradients=False``: a
     replica that only runs forward (decoding), without gradient arrays."""
-    shared = {}
-    for module in model.modules():
+    modules = model.modules()
+    caches = [module.cache for module in modules]
+    shared = {}  # deepcopy's memo: what it must not copy, by id
+    for module in modules:
         for array in (*module.params.values(), *module.buffers.values()):
             shared[id(array)] = array
-        shared[id(module.cache)] = None  # a forward's cache is not copied
         if not gradients:
             shared[id(module.grads)] = {}
-    replica = copy.deepcopy(model, memo=shared)
+        # The last forward's caches are not copied. They are emptied for the
+        # copy rather than named in the memo: a cache may be a small int (an
+        # AddNorm keeps its sub-layer's index), and a memo entry for that int
+        # would replace every 0 or 1 of the copy, pad_id included.
+        module.cache = None
+    try:
+        replica = copy.deepcopy(model, memo=shared)
+    finally:
+        for module, cache in zip(modules, caches):
+            module.cache = cache
     for module in replica.modules():
         if isinstance(module, Dropout):
             module.seed = int(backend.host_rng((module.seed, index)).integers(2**31))

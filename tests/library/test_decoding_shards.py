@@ -10,7 +10,8 @@ from minitrans.decoding import shards
 from tests.library.test_decoding import BOS, PAD, make_model
 
 SOURCES = np.random.default_rng(3).integers(3, 7, size=(7, 5))
-PROMPTS = np.concatenate([np.full((7, 1), BOS), SOURCES[:, :3]], axis=1)
+PROMPTS = np.concatenate([np.full((7, 1), BOS), SOURCES[:, :3]], axis=1)  # no padding
+SOURCES[[1, 4, 5], 3:] = PAD  # shorter sources, padded: the masks must match too
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
-from minitrans.gradcheck import TOLERANCE, numeric_gradient, relative_error
+from minitrans.gradcheck import TOLERANCE, numeric_gradient, relative_error, tiny_model
 from minitrans.training.parallel import DataParallel, replicate, shard_bounds
 from minitrans.training.trainer import TrainConfig
 
@@ -267,3 +267,24 @@ def test_on_the_strict_backend_one_worker_is_the_default_and_the_only_choice():
         assert DataParallel(model, LabelSmoothedCrossEntropy()).workers == 1
         with pytest.raises(ValueError, match="workers: expected 1 on the strict backend"):
             DataParallel(model, LabelSmoothedCrossEntropy(), workers=2)
+
+
+def test_a_replica_made_after_a_forward_keeps_every_setting(float64):
+    """A forward leaves small ints in some caches (an AddNorm keeps its
+    sub-layer's index, 0 or 1); the replica must not turn the model's
+    other 0s and 1s (pad_id among them) into something else."""
+    import dataclasses
+
+    model, batch = tiny_model(seed=3)
+    model.model.eval()
+    model.forward(*batch)
+    assert any(isinstance(module.cache, int) for module in model.model.modules())
+    replica = replicate(model.model, 1)
+    assert dataclasses.asdict(replica.config) == dataclasses.asdict(model.model.config)
+    for (name, mine), (_, theirs) in zip(model.model.named_modules(), replica.named_modules()):
+        settings = {key: value for key, value in vars(mine).items()
+                    if isinstance(value, (bool, int, float, str)) and key not in ("seed", "cache")}
+        assert settings == {key: vars(theirs)[key] for key in settings}, name
+    inputs = batch[:-1]
+    np.testing.assert_array_equal(minitrans.to_numpy(replica.forward(*inputs)),
+                                  minitrans.to_numpy(model.model.forward(*inputs)))
