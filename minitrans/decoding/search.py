@@ -36,8 +36,8 @@ def greedy(model, src, max_len, bos_id=1, eos_id=2, pad_id=0, use_cache=True, re
     shard would get under MIN_ROWS_PER_SHARD rows, and 1 with return_logits).
     """
     _check_encoder_decoder(model, src, max_len, bos_id)
-    shards = 1 if return_logits else _shards(src, workers, _way(use_cache))
-    if shards > 1:
+    shards = _shards(src, workers, _way(use_cache))
+    if shards > 1 and not return_logits:  # finished rows' logits would differ: one shard
         def decode_rows(replica, rows):
             return greedy(replica, rows, max_len, bos_id, eos_id, pad_id, use_cache, workers=1)
 
@@ -166,9 +166,8 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
     check_length("max_new_tokens", max_new_tokens, lm, prompt_length=prompt.shape[1])
     check_rows_fit("prompt", prompt.shape[0], lm.config)
     checks.check_choice("strategy", strategy, ("greedy", "sample"))
-    shards = (1 if return_logits or strategy != "greedy"
-              else _shards(prompt, workers, _way(use_cache)))
-    if shards > 1:
+    shards = _shards(prompt, workers, _way(use_cache))
+    if shards > 1 and strategy == "greedy" and not return_logits:
         def generate_rows(replica, rows):
             return generate(replica, rows, max_new_tokens, eos_id, pad_id, use_cache, workers=1)
 

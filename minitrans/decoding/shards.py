@@ -67,12 +67,16 @@ def decode_in_shards(decode, model, rows, fill, shards):
 def _copies(model, count):
     """``count`` replicas of ``model``, kept from call to call, pointed at the
     model's current parameters (an update or a checkpoint load may have
-    replaced them) and mode."""
-    kept = _replicas.setdefault(model, [])
+    replaced them) and mode. A replica whose layers no longer match the
+    model's (a layer replaced or added since) is made again."""
+    modules = model.modules()
+    kept = [replica for replica in _replicas.get(model, [])
+            if [type(module) for module in replica.modules()] == list(map(type, modules))]
     while len(kept) < count:
         kept.append(replicate(model, len(kept) + 1, gradients=False))
+    _replicas[model] = kept
     for replica in kept[:count]:
-        share_parameters(zip(model.modules(), replica.modules()), gradients=False)
+        share_parameters(zip(modules, replica.modules()), gradients=False)
     return kept[:count]
 
 

@@ -78,6 +78,14 @@ def test_replicas_follow_the_models_new_parameters(every_row_count_shards):
                 [decoding.greedy(other, src, 6, workers=1)])
 
 
+def test_a_replica_is_made_again_when_the_models_layers_change(every_row_count_shards):
+    model, src = make_model(), minitrans.to_device(SOURCES)
+    decoding.greedy(model, src, 6, workers=2)
+    model.decoder.layers = model.decoder.layers[:1]  # a learner drops a layer
+    assert_same([decoding.greedy(model, src, 6, workers=2)],
+                [decoding.greedy(model, src, 6, workers=1)])
+
+
 def test_a_shard_gets_at_least_its_minimum_rows():
     assert shards.shard_count(95, "cache", workers=2) == 1  # 47 rows a shard: too few
     assert shards.shard_count(96, "cache", workers=2) == 2
@@ -100,6 +108,8 @@ def test_bad_workers_are_named(backend_name):
     model, src = make_model(), minitrans.to_device(SOURCES)
     with pytest.raises(ValueError, match="workers: expected a positive integer, got 0"):
         decoding.greedy(model, src, 5, workers=0)
+    with pytest.raises(ValueError, match="workers: expected a positive integer, got 0"):
+        decoding.greedy(model, src, 5, return_logits=True, workers=0)  # one shard, still checked
     if backend_name != "numpy":
         with pytest.raises(ValueError, match="workers: expected 1 on the"):
             decoding.beam_search(model, src, workers=2)
