@@ -5,7 +5,7 @@
 
 Greedy decoding and beam search split a batch's rows over threads
 (``minitrans.decoding.shards``) only where each shard gets at least
-``MIN_ROWS_PER_SHARD`` rows: 48 for greedy decoding with the cache, 8 when
+``MIN_ROWS_PER_SHARD`` rows: 64 for greedy decoding with the cache, 8 when
 the prefix is recomputed, 4 for beam search. This script is the measurement
 behind those numbers: the small config of vs_pytorch.py (d_model 128, 2
 layers, 1000 tokens; random weights), sources of 32 tokens, 32 tokens

@@ -31,7 +31,7 @@ from minitrans.model.replicas import default_workers, replicate, share_parameter
 # shard pay there. Measured on the small config, 2 cores:
 # python benchmarks/decoding_shards.py (benchmarks/README.md, "Decoding on
 # both cores").
-MIN_ROWS_PER_SHARD = {"cache": 48, "recompute": 8, "beam": 4}
+MIN_ROWS_PER_SHARD = {"cache": 64, "recompute": 8, "beam": 4}
 
 _replicas = weakref.WeakKeyDictionary()  # model -> [replica, ...], made once
 

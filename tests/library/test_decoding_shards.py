@@ -87,8 +87,8 @@ def test_a_replica_is_made_again_when_the_models_layers_change(every_row_count_s
 
 
 def test_a_shard_gets_at_least_its_minimum_rows():
-    assert shards.shard_count(95, "cache", workers=2) == 1  # 47 rows a shard: too few
-    assert shards.shard_count(96, "cache", workers=2) == 2
+    assert shards.shard_count(127, "cache", workers=2) == 1  # 63 rows a shard: too few
+    assert shards.shard_count(128, "cache", workers=2) == 2
     assert shards.shard_count(15, "recompute", workers=2) == 1
     assert shards.shard_count(16, "recompute", workers=2) == 2
     assert shards.shard_count(7, "beam", workers=2) == 1

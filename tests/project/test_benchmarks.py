@@ -737,17 +737,18 @@ def test_adam_threads_prints_a_row_per_config(capsys):
     assert "--configs: expected names of" in capsys.readouterr().err
 
 
-def test_decoding_shards_prints_a_row_per_method_and_batch(capsys):
+def test_decoding_shards_prints_a_row_per_method_and_batch(capsys, monkeypatch):
     import decoding_shards
 
     import minitrans
 
+    monkeypatch.setattr(decoding_shards, "NEW_TOKENS", 3)  # the table's form, not its times
     with minitrans.using("numpy", dtype="float32"):  # the script sets them; restored after
-        decoding_shards.main(["--rows", "2,96", "--rounds", "1"])
+        decoding_shards.main(["--rows", "2,128", "--rounds", "1"])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
     assert len(rows) == 6
     assert rows[0].startswith("| greedy, cache | 2 |") and rows[0].endswith("| 1 thread |")
-    assert rows[3].startswith("| greedy, cache | 96 |") and rows[3].endswith("| 2 threads |")
+    assert rows[3].startswith("| greedy, cache | 128 |") and rows[3].endswith("| 2 threads |")
     with pytest.raises(SystemExit):
         decoding_shards.main(["--rows", "0"])
     assert "--rows: expected comma-separated positive integers, got '0'" in capsys.readouterr().err
