@@ -22,6 +22,8 @@ noticed on the next step, by identity, and the flat arrays are made again
 from the current values.
 """
 
+import itertools
+
 from minitrans.core import backend
 from minitrans.training.updates import adam_step, apply_adam_step
 
@@ -36,9 +38,9 @@ class FlatState:
         xp = backend.get_xp()
         self.slots = slots
         params = [module.params[key] for _, module, key in slots]
-        sizes = [int(param.size) for param in params]
-        self.bounds = [(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
-        total, dtype = sum(sizes), params[0].dtype
+        ends = list(itertools.accumulate(int(param.size) for param in params))
+        self.bounds = list(zip([0] + ends[:-1], ends))  # each parameter's (start, stop)
+        total, dtype = ends[-1], params[0].dtype
         self.grad, self.m, self.v = (xp.empty(total, dtype=dtype) for _ in range(3))
         self.step = xp.empty(total, dtype=dtype)  # the scratch array of adam_step
         self.views = []

@@ -21,9 +21,10 @@ class Optimizer:
     appears once, with the sum of its gradients, so it is updated once.
 
     The model's tree of layers is walked once, here, as PyTorch's optimisers
-    take their parameter list when they are made: walking 94 layers costs
-    0.6 ms, a fiftieth of the tiny config's step, and a step would walk it
-    several times (zero_grad, the gradient norm, the update). Each step
+    take their parameter list when they are made: a trainer's step would
+    walk it several times (zero_grad, the gradient norm, the update), 0.6
+    ms a walk of the tiny config's 94 layers (``benchmarks/ab_steps.py``:
+    its step at 0.95 of the time with one walk, benchmarks/README.md). Each step
     still looks every array up by name in its layer's dicts, so a
     checkpoint load or a move to the GPU, which replace the arrays, is
     followed; a layer added to the model afterwards needs a new optimiser.
