@@ -70,14 +70,16 @@ def _copies(model, count):
     replaced them) and mode. A replica whose layers no longer match the
     model's (a layer replaced or added since) is made again."""
     modules = model.modules()
-    kept = [replica for replica in _replicas.get(model, [])
-            if [type(module) for module in replica.modules()] == list(map(type, modules))]
-    while len(kept) < count:
-        kept.append(replicate(model, len(kept) + 1, gradients=False))
-    _replicas[model] = kept
-    for replica in kept[:count]:
-        share_parameters(zip(modules, replica.modules()), gradients=False)
-    return kept[:count]
+    kinds = list(map(type, modules))
+    trees = [(replica, replica.modules()) for replica in _replicas.get(model, [])]
+    trees = [(replica, tree) for replica, tree in trees if list(map(type, tree)) == kinds]
+    while len(trees) < count:
+        replica = replicate(model, len(trees) + 1, gradients=False)
+        trees.append((replica, replica.modules()))
+    _replicas[model] = [replica for replica, _ in trees]
+    for _, tree in trees[:count]:
+        share_parameters(zip(modules, tree), gradients=False)
+    return [replica for replica, _ in trees[:count]]
 
 
 def _joined(parts, fill):

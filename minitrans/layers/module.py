@@ -42,9 +42,7 @@ class Module:
 
     def zero_grad(self):
         """Set every gradient of this layer and its children to zero."""
-        for module in self.modules():
-            for grad in module.grads.values():
-                grad.fill(0)
+        zero_grads(self.modules())
 
     def children(self):
         """(name, child) pairs: attributes that are Modules or lists of them.
@@ -138,3 +136,11 @@ class Module:
     def __repr__(self):
         shapes = ", ".join(f"{k}={tuple(v.shape)}" for k, v in self.params.items())
         return f"{type(self).__name__}({shapes})"
+
+
+def zero_grads(modules):
+    """Set every gradient of each of ``modules`` to zero (``zero_grad`` of a
+    tree whose list of layers the caller already holds)."""
+    for module in modules:
+        for grad in module.grads.values():
+            grad.fill(0)

@@ -87,14 +87,17 @@ class Optimizer:
         lr = self.lr if lr is None else lr
         checks.check_number("lr", lr, low=0, low_open=True)  # finite: inf would make NaN weights
         self.step_count += 1
+        self.update_all(float(lr))
+        return lr
+
+    def update_all(self, lr):
+        """Update every parameter, piece by piece, on the threads."""
         pieces = []
         for name, param, grad in self.named_parameters():
             self.init_state(name, param)
             pieces += [(name, param, grad, part) for part in self._blocks(param, grad)]
-        rate = float(lr)
-        self._on_threads([lambda piece=piece: self.update(*piece, lr=rate) for piece in pieces],
+        self._on_threads([lambda piece=piece: self.update(*piece, lr=lr) for piece in pieces],
                          [block(piece[1], piece[3]).size for piece in pieces])
-        return lr
 
     def init_state(self, name, param):
         """Create the optimiser's arrays for a parameter on its first step
@@ -220,17 +223,14 @@ class Adam(Optimizer):
         else:
             super().zero_grad()
 
-    def step(self, lr=None):
+    def update_all(self, lr):
         flat = self._flat_state() if kernels.active() == "fast" else None
         if flat is None:
-            return super().step(lr)
-        lr = self.lr if lr is None else lr
-        checks.check_number("lr", lr, low=0, low_open=True)
-        self.step_count += 1
+            super().update_all(lr)
+            return
         block_size = None if backend.on_device() else self.BLOCK_BYTES // flat.grad.itemsize
-        flat.adam_update(self.step_count, float(lr), (self.beta1, self.beta2), self.eps,
+        flat.adam_update(self.step_count, lr, (self.beta1, self.beta2), self.eps,
                          self.weight_decay, block_size)
-        return lr
 
     def _current_flat(self):
         """The FlatState, if the model's gradients, m and v are still its views."""

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from minitrans.core import backend, checks
 from minitrans.core.threads import limit_blas_threads, usable_cores
+from minitrans.layers.module import zero_grads
 from minitrans.model.replicas import default_workers, replicate, share_parameters, shard_bounds
 
 
@@ -157,9 +158,7 @@ class DataParallel:
         model start from zero gradients."""
         model, loss_fn = self.replicas[index], self.loss_fns[index]
         if index > 0:  # model.zero_grad(), without walking the tree
-            for _, module in self._twins[index - 1]:
-                for grad in module.grads.values():
-                    grad.fill(0)
+            zero_grads(module for _, module in self._twins[index - 1])
         loss = loss_fn.forward(model.forward(*inputs), targets)
         model.backward(loss_fn.backward(dloss))
         return loss
