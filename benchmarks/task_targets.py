@@ -71,7 +71,7 @@ def run_task(name, steps, folder):
         trainer.fit()  # stops early once the task's default target is reached
     seconds = time.perf_counter() - start
 
-    task, model = trainer.task, trainer.model
+    task, model = trainer.task, trainer.evaluated_model  # what its evaluations measured
     match, predictions = evaluation.exact_match(
         model, task, task.valid
     )  # greedy, every held-out pair

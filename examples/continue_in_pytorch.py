@@ -67,7 +67,7 @@ def main():
     trainer = experiment.resume_trainer(args.checkpoint, progress=False, log=lambda *_: None)
     task, model, first = trainer.task, trainer.model, trainer.step + 1
     if rank == 0:
-        before, _ = evaluation.exact_match(model, task, task.valid[:HELD_OUT])
+        before, _ = evaluation.exact_match(trainer.evaluated_model, task, task.valid[:HELD_OUT])
         print(f"minitrans after {trainer.step} steps: held-out exact match {before:.1%}")
 
     torch_model = to_torch(model.train(), device)
@@ -90,8 +90,10 @@ def main():
             print(f"PyTorch step {step}: loss {loss.item():.4f} (on {world} process(es), {device})")
 
     if rank == 0:
-        trainer.model = from_torch(torch_model.cpu(), model).eval()
+        trainer.model = from_torch(torch_model.cpu(), model).eval()  # filled in place
         trainer.step = step
+        if trainer.average is not None:  # PyTorch kept no moving average: start it anew here
+            trainer.average.restart()
         after, _ = evaluation.exact_match(trainer.model, task, task.valid[:HELD_OUT])
         print(f"back in minitrans after {step} steps: held-out exact match {after:.1%}")
         if args.out:

@@ -48,7 +48,7 @@ def main():
     # own step count, seed and output folder.
     config = experiment.train_config_for("copy", steps=args.steps, seed=SEED, out_dir=OUT_DIR)
     trainer = experiment.new_trainer(config)  # builds the task and a model sized for it
-    task, model = trainer.task, trainer.model
+    task, model = trainer.task, trainer.evaluated_model  # the weights' average, if kept
     print(task.description)
     print(f"{len(task.train)} training and {len(task.valid)} held-out sequences; "
           f"model of {model.num_parameters():,} parameters")

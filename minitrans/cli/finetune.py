@@ -29,7 +29,7 @@ DEFAULT_LR = 5e-5
 MAX_BLOCK = 128  # default --block-size: min(MAX_BLOCK, the model's positions)
 # Flags of a run from scratch that mean nothing for a loaded model.
 REFUSED = ("resume", "level", "merges", "lr_factor", "target_exact_match", "patience",
-           *resume_flags.MODEL_FIELDS)
+           "average_decay", *resume_flags.MODEL_FIELDS)
 OWN = ("lr", "block_size")  # only used with --init-from
 
 

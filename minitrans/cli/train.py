@@ -87,6 +87,9 @@ def add_parsers(commands):
          "held-out exact match (none: never)", type=flags.step_count)
     flag("--max-minutes", "max_minutes", "stop at the first evaluation after this many minutes "
          "of training (none: no limit)", type=flags.positive_number)
+    flag("--average-decay", "average_decay", "evaluate and save a moving average of the "
+         "weights with this decay, e.g. 0.999 (0: the weights themselves)",
+         type=flags.number(float, low=0, high=1, high_open=True))
     train.add_argument("--seed", type=flags.non_negative_int,
                        help="seed of the data, the weights and every step's batch (default 0)")
     train.add_argument(
@@ -181,6 +184,7 @@ def run(args):
             "patience",
             "max_minutes",
             "workers",
+            "average_decay",
         )
         train_config = experiment.train_config_for(
             args.task,
@@ -221,7 +225,7 @@ def run(args):
         f"after {trainer.step} steps"
     )
     samples = task.valid[:5]
-    _, predictions = evaluation.exact_match(model, task, samples)
+    _, predictions = evaluation.exact_match(trainer.evaluated_model, task, samples)
     for (source, target), prediction in zip(samples, predictions):
         mark = "ok " if prediction == evaluation.reference_text(task, target) else "BAD"
         print(f"  {mark} {source!r} -> {prediction!r}")

@@ -62,10 +62,11 @@ def kv_cache_numbers(config, positions):
     return config.N * 2 * config.key_value_heads * config.head_width * positions
 
 
-def training_bytes(config, batch_size, length, workers=1, itemsize=None):
+def training_bytes(config, batch_size, length, workers=1, itemsize=None, average=False):
     """Training a model with Adam on batches of ``batch_size`` sequences of
     ``length`` tokens, split over ``workers`` threads: the model's arrays,
-    a gradient per parameter for each worker, Adam's two moments, and what
+    a gradient per parameter for each worker, Adam's two moments, with
+    ``average`` a moving average of the weights (one more copy), and what
     the forward pass keeps for the backward pass of one batch, per token:
 
         per layer     ~4 h d_k (Q, K, V, the heads' output), d_ff (the
@@ -84,7 +85,7 @@ def training_bytes(config, batch_size, length, workers=1, itemsize=None):
     layers = config.N * (1 if config.decoder_only else 2)
     cross = 0 if config.decoder_only else config.N  # the decoder's cross-attention
     per_token = layers * (attention + hidden) + cross * attention + 2 * V
-    optimiser = (workers + 2) * config.parameter_count() * itemsize
+    optimiser = (workers + 2 + int(average)) * config.parameter_count() * itemsize
     return model_bytes(config, itemsize) + optimiser + batch_size * length * per_token * itemsize
 
 

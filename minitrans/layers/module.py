@@ -75,10 +75,11 @@ class Module:
         return found
 
     def named_parameters(self):
-        """(qualified name, parameter, gradient) for every trainable array."""
+        """(qualified name, parameter, gradient) for every trainable array; the
+        gradient is None in a copy that only runs forward (no gradient arrays)."""
         for prefix, module in self.named_modules():
             for name, value in module.params.items():
-                yield prefix + name, value, module.grads[name]
+                yield prefix + name, value, module.grads.get(name)
 
     def num_parameters(self):
         return sum(int(value.size) for _, value, _ in self.named_parameters())

@@ -243,9 +243,9 @@ def check_arrays(path, arrays, prefix, model, what):
             )
 
 
-def load_parameters(model, arrays, path):
-    """Copy ``param/<name>`` arrays into the model's parameters, in place,
+def load_parameters(model, arrays, path, prefix="param/"):
+    """Copy ``<prefix><name>`` arrays into the model's parameters, in place,
     after ``check_arrays``."""
-    check_arrays(path, arrays, "param/", model, "parameters")
+    check_arrays(path, arrays, prefix, model, "parameters")
     for name, value, _ in model.named_parameters():
-        value[...] = backend.to_device(arrays[f"param/{name}"], dtype=value.dtype)
+        value[...] = backend.to_device(arrays[f"{prefix}{name}"], dtype=value.dtype)

@@ -111,6 +111,9 @@ class FinetuneTrainer(Trainer):
     pretrained folder, its architecture)."""
 
     def __init__(self, model, task, config, lr, source=None, **options):
+        if config.average_decay:  # its evaluations and saves measure the model itself
+            raise ValueError(f"average_decay: a fine-tuning run keeps no moving average of the "
+                             f"weights, expected 0, got {config.average_decay!r}")
         config = dataclasses.replace(config, label_smoothing=0.0)  # before the loss is made
         super().__init__(model, task, config, **options)
         self.lr = float(lr)

@@ -28,6 +28,9 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # global gradient norm limit; 0 = no clipping
     weight_decay: float = 0.0  # > 0: AdamW
+    # > 0: evaluate, keep and save a moving average of the weights with this
+    # decay (training.averaging); 0: the weights themselves, as the paper trains
+    average_decay: float = 0.0
     eval_every: int = 200
     eval_pairs: int = 1000  # held-out pairs decoded for exact match
     target_exact_match: float = 1.0  # stop early once reached
@@ -55,5 +58,6 @@ class TrainConfig:
         checks.check_probability("label_smoothing", self.label_smoothing)
         checks.check_number("clip_norm", self.clip_norm, low=0)
         checks.check_number("weight_decay", self.weight_decay, low=0)
+        checks.check_number("average_decay", self.average_decay, low=0, high=1, high_open=True)
         # above 1 (even infinity): never stop early
         checks.check_number("target_exact_match", self.target_exact_match, low=0, finite=False)

@@ -32,6 +32,7 @@ from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training import (checkpoint, evaluation, interrupt, run_folder, stopping,
                                 trainer_state)
+from minitrans.training.averaging import WeightAverage
 from minitrans.training.divergence import divergence, held_out_divergence
 from minitrans.training.optim import Adam, clip_grad_norm
 from minitrans.training.schedule import transformer_lr
@@ -54,6 +55,8 @@ class Trainer:
         self.optimizer = Adam(model, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay)
         self.loss_fn = LabelSmoothedCrossEntropy(config.label_smoothing, pad_id=model.config.pad_id)
         self.parallel = DataParallel(model, self.loss_fn, config.workers)
+        # the weights' moving average, which evaluations measure (training.averaging)
+        self.average = WeightAverage(model, config.average_decay) if config.average_decay else None
         self.step = 0
         self.history = {"step": [], "loss": [], "lr": [], "grad_norm": []}
         self.evaluations = []
@@ -110,6 +113,8 @@ class Trainer:
                                 f"{self._last_good()}")
         lr = self.learning_rate(step)
         self.optimizer.step(lr)
+        if self.average is not None:
+            self.average.update(self.optimizer.step_count)
         self.step = step
         for key, value in (("step", step), ("loss", loss), ("lr", lr), ("grad_norm", norm)):
             self.history[key].append(value)
@@ -210,10 +215,17 @@ class Trainer:
         exact match), or None before the first."""
         return max(self.evaluations, key=lambda e: e["exact_match"], default=None)
 
+    @property
+    def evaluated_model(self):
+        """The model that evaluations measure, ``best.npz`` keeps and a user
+        decodes with: the weights' moving average where the config asks for
+        one (``average_decay``; ``training.averaging``), else the model."""
+        return self.model if self.average is None else self.average.model
+
     def evaluate(self):
         pairs = self.held_out_pairs()
         metrics = self.teacher_forced_metrics()
-        metrics["exact_match"], _ = evaluation.exact_match(self.model, self.task, pairs)
+        metrics["exact_match"], _ = evaluation.exact_match(self.evaluated_model, self.task, pairs)
         return {"step": self.step, "pairs": len(pairs), **metrics}
 
     def held_out_pairs(self):
@@ -222,7 +234,8 @@ class Trainer:
 
     def teacher_forced_metrics(self):
         """Held-out loss and token accuracy (``evaluation.teacher_forced_metrics``)."""
-        return evaluation.teacher_forced_metrics(self.model, self.task, self.held_out_pairs(),
+        return evaluation.teacher_forced_metrics(self.evaluated_model, self.task,
+                                                 self.held_out_pairs(),
                                                  label_smoothing=self.config.label_smoothing)
 
     def save_plots(self):

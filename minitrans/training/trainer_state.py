@@ -6,6 +6,12 @@ its vocabulary and byte-pair merges, the step, the random-number rule, the
 loss history and the held-out evaluations. ``save`` writes them, ``restore`` loads them into a
 trainer whose model has the same shapes, so that training goes on as if it
 had never stopped.
+
+A run that keeps a moving average of its weights (``training.averaging``)
+saves the average as ``param/NAME``: it is the model that the run's
+evaluations measured and that every reader of a checkpoint should use. The
+weights the optimiser updates are saved beside it as ``optim/weights/NAME``,
+the rest of the optimiser's state, so that a resumed run goes on from them.
 """
 
 import dataclasses
@@ -14,6 +20,7 @@ from minitrans.core import backend
 from minitrans.training import checkpoint
 
 ADAM_MOMENTS = ("optim/m/", "optim/v/")  # one of each for every parameter
+WEIGHTS = "optim/weights/"  # the optimised weights, where param/ holds their average
 
 
 def records_of(trainer):
@@ -42,8 +49,14 @@ def records_of(trainer):
 
 
 def arrays_of(trainer):
-    """The parameters and Adam's moments, by their names in the file."""
-    arrays = {f"param/{name}": value for name, value, _ in trainer.model.named_parameters()}
+    """The parameters (their moving average, where the trainer keeps one,
+    and the weights themselves under ``optim/weights/``) and Adam's moments,
+    by their names in the file."""
+    model = trainer.evaluated_model
+    arrays = {f"param/{name}": value for name, value, _ in model.named_parameters()}
+    if model is not trainer.model:
+        arrays.update({f"{WEIGHTS}{name}": value
+                       for name, value, _ in trainer.model.named_parameters()})
     state = trainer.optimizer.state_dict()
     arrays.update({f"optim/{key}": value for key, value in state.items() if key != "step"})
     return arrays
@@ -56,16 +69,33 @@ def save(trainer, path):
 
 def restore(trainer, path, arrays, records):
     """Load a checkpoint's ``arrays`` and checked ``records`` into ``trainer``."""
-    checkpoint.load_parameters(trainer.model, arrays, path)
-    other = sorted(k for k in arrays if k.startswith("optim/") and not k.startswith(ADAM_MOMENTS))
+    restore_weights(trainer, path, arrays)
+    other = sorted(k for k in arrays if k.startswith("optim/")
+                   and not k.startswith((*ADAM_MOMENTS, WEIGHTS)))
     if other:
         raise checkpoint.CheckpointError(f"{path}: optimizer state Adam has not: {other[:3]}")
     if records["optimizer_step"] > 0 or any(k.startswith("optim/") for k in arrays):
         for prefix in ADAM_MOMENTS:  # every parameter has them after one step
             checkpoint.check_arrays(path, arrays, prefix, trainer.model, "optimizer state")
     cut = len("optim/")
-    state = {k[cut:]: backend.to_device(v) for k, v in arrays.items() if k.startswith("optim/")}
+    state = {k[cut:]: backend.to_device(v) for k, v in arrays.items()
+             if k.startswith(ADAM_MOMENTS)}
     trainer.optimizer.load_state_dict({"step": records["optimizer_step"], **state})
     trainer.step = int(records["step"])
     trainer.history = {key: list(values) for key, values in records["history"].items()}
     trainer.evaluations = list(records["evaluations"])
+
+
+def restore_weights(trainer, path, arrays):
+    """The weights to train on from ``optim/weights/`` where the file has
+    them, else from ``param/``; and the trainer's moving average (if it keeps
+    one) from ``param/`` where the file holds an average, else started anew
+    at the weights (a run that did not average before)."""
+    averaged = any(key.startswith(WEIGHTS) for key in arrays)
+    checkpoint.load_parameters(trainer.model, arrays, path, WEIGHTS if averaged else "param/")
+    if trainer.average is None:
+        return
+    if averaged:
+        checkpoint.load_parameters(trainer.average.model, arrays, path)
+    else:
+        trainer.average.restart()

@@ -719,6 +719,8 @@ CLI_CATALOGUE = [
     cli(lambda f: train(f, "copy", "--patience", "0"), "--patience", "0", id="patience-0"),
     cli(lambda f: train(f, "copy", "--max-minutes", "-1"), "--max-minutes", "-1",
         id="max-minutes-negative"),
+    cli(lambda f: train(f, "copy", "--average-decay", "1"), "--average-decay", "1",
+        id="average-decay-1"),
 ]
 
 UTF16 = "a b\tc d\ne f\tg h\n".encode("utf-16-le")  # as some editors save "Unicode" text

@@ -184,18 +184,23 @@ def test_resume_honours_and_reports_what_may_change(earlier, tmp_path):
         "0.5",
         "--target",
         "0.99",
+        "--average-decay",
+        "0.9",
         "--out",
         tmp_path / "more",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == (
         f"resuming at step 4 of {path}; changed: steps 4 -> 6, batch_size 16 -> 8, "
-        f"lr_factor 0.2 -> 0.5, target_exact_match 1.0 -> 0.99 (batches from here on differ "
-        f"from the original run's); writing into {tmp_path / 'more'}"
+        f"lr_factor 0.2 -> 0.5, target_exact_match 1.0 -> 0.99, average_decay 0.0 -> 0.9 "
+        f"(batches from here on differ from the original run's); writing into "
+        f"{tmp_path / 'more'}"
     )
-    _, records = load_checkpoint(tmp_path / "more" / "checkpoint.npz")
+    arrays, records = load_checkpoint(tmp_path / "more" / "checkpoint.npz")
     config = records["train_config"]
     assert (config["steps"], config["batch_size"], config["lr_factor"]) == (6, 8, 0.5)
+    assert config["average_decay"] == 0.9
+    assert any(name.startswith("optim/weights/") for name in arrays)  # the weights, beside
 
 
 @pytest.mark.parametrize("steps", ["4", "2"])

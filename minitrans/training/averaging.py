@@ -1,0 +1,72 @@
+"""A moving average of the weights: the model that evaluations measure and checkpoints keep.
+
+Near the end of training, Adam's steps make the weights wander around a
+good point rather than reach it: each step follows one batch's gradient.
+Held-out exact match then swings by a few points from one evaluation to the
+next. The paper (§6.1) averages the weights of its last 5 or 20 checkpoints
+for this reason. The same idea, step by step, is an exponential moving
+average of the weights (Polyak averaging):
+
+    average <- decay * average + (1 - decay) * weights        after every step
+
+It costs one pass over the parameters a step, and the optimiser never sees
+it: training goes on from the weights, and only evaluation, ``best.npz``
+and the checkpoint's ``param/`` arrays (what ``translate``, ``evaluate`` and
+the exports read) use the average. The weights themselves are saved too,
+under ``optim/weights/``, so that a resumed run trains on from exactly them.
+
+An average over the last 1 / (1 - decay) steps would be pulled back towards
+the random weights of the first steps, so the decay starts small and grows
+towards ``decay`` with the optimiser's step count t:
+
+    decay_t = min(decay, (1 + t) / (10 + t))
+
+Measured on the numbers task (``python benchmarks/task_targets.py --tasks
+numbers,dates``): see benchmarks/README.md, "Task targets".
+"""
+
+from minitrans.model.replicas import replicate
+
+
+def decay_at(decay, step):
+    """The decay of the average's update after optimiser step ``step``."""
+    return min(decay, (1 + step) / (10 + step))
+
+
+class WeightAverage:
+    """The moving average of ``model``'s weights, kept as a model of its own.
+
+    ``self.model`` is a copy of ``model`` (the same layers and buffers) whose
+    parameters are the average's arrays, so it evaluates and decodes as any
+    model does. It has no gradients: it only runs forward.
+    """
+
+    def __init__(self, model, decay):
+        self.decay = float(decay)
+        self.model = replicate(model, 0, gradients=False)
+        self.model.eval()
+        copies = {}  # by id: a tied matrix stays one array, shared as in the model
+        for module in self.model.modules():
+            for key, value in module.params.items():
+                module.params[key] = copies.setdefault(id(value), value.copy())
+        self._pairs = [(weights, copies[id(weights)]) for weights in _unique_parameters(model)]
+
+    def update(self, step):
+        """Move the average towards the weights, after optimiser step ``step``."""
+        keep = decay_at(self.decay, step)
+        for weights, average in self._pairs:
+            average += (1 - keep) * (weights - average)
+
+    def restart(self):
+        """Start the average again at the weights as they are (after they
+        were replaced from outside, as a checkpoint load does)."""
+        for weights, average in self._pairs:
+            average[...] = weights
+
+
+def _unique_parameters(model):
+    """Every parameter array of ``model`` once (a tied matrix is one)."""
+    seen = {}
+    for _, value, _ in model.named_parameters():
+        seen.setdefault(id(value), value)
+    return list(seen.values())
