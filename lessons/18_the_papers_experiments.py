@@ -443,6 +443,15 @@ for label, measures in (("last checkpoint (step 100)", last),
 # parameters wander around a minimum, averaging is reliably a gain, for the
 # price of one mean per parameter, and that is where the paper used it.
 #
+# minitrans's trainer does it step by step: with `--average-decay 0.999`
+# (`minitrans/training/averaging.py`) it keeps an exponential moving average
+# of the weights, whose window grows with the run (about its last tenth, at
+# most 1,000 steps), so the early, worse weights never drag it back for
+# long. Evaluations, `best.npz` and the checkpoint's parameters are the
+# average; training goes on from the weights themselves. On the numbers
+# task the weights' own held-out exact match sat between 95% and 98% from
+# step 375 to step 1250; their average reached 99% at step 625.
+#
 # ## 5. Exercise: perplexity
 #
 # Write `my_perplexity(logits, targets, pad_id)`: logits $(B, T, V)$,
