@@ -259,11 +259,20 @@ class Trainer:
 
     def _refuse_diverged(self, held_out_loss):
         """Raise TrainingError, before anything is saved, when ``held_out_loss``
-        says the weights have diverged (``divergence.held_out_divergence``)."""
-        diverged = held_out_divergence(self.history["loss"], held_out_loss)
-        if diverged:
-            raise TrainingError(f"step {self.step}: {diverged}; training stopped and this "
-                                f"state not saved, {self._last_good()}")
+        (the evaluated model's) says the weights have diverged
+        (``divergence.held_out_divergence``). With an average, the weights
+        being trained are saved too, so their own held-out loss is checked as well:
+        the average trails them and would show a divergence only later."""
+        losses = [held_out_loss]
+        if self.average is not None:
+            losses.append(evaluation.teacher_forced_metrics(
+                self.model, self.task, self.held_out_pairs(),
+                label_smoothing=self.config.label_smoothing)["loss"])
+        for loss in losses:
+            diverged = held_out_divergence(self.history["loss"], loss)
+            if diverged:
+                raise TrainingError(f"step {self.step}: {diverged}; training stopped and this "
+                                    f"state not saved, {self._last_good()}")
 
     # ------------------------------------------------------------ checkpoints
 

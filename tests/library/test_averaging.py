@@ -13,7 +13,7 @@ from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.training import checkpoint, evaluation, experiment
 from minitrans.training.averaging import WeightAverage, decay_at
 from minitrans.training.finetune import FinetuneTrainer
-from minitrans.training.trainer import TrainConfig
+from minitrans.training.trainer import TrainConfig, TrainingError
 from tests.conftest import tiny_trainer
 
 DECAY = 0.9
@@ -158,3 +158,14 @@ def test_fine_tuning_refuses_an_average(tmp_path):
     config = dataclasses.replace(trainer.config, average_decay=0.5)
     with pytest.raises(ValueError, match="average_decay: .*expected 0, got 0.5"):
         FinetuneTrainer(trainer.model, trainer.task, config, lr=1e-3)
+
+
+def test_diverged_weights_are_not_saved_behind_a_sound_average(tmp_path):
+    trainer = _trainer(tmp_path, steps=3)
+    trainer.fit()
+    saved = open(trainer.checkpoint_path, "rb").read()
+    trainer.model.output_projection.params["W"][...] *= 1e4  # the average is untouched
+    assert trainer.evaluate()["loss"] < 10  # so its evaluation alone looks fine
+    with pytest.raises(TrainingError, match=r"step 3: the weights diverged.*not saved"):
+        trainer.evaluate_and_save()
+    assert open(trainer.checkpoint_path, "rb").read() == saved
