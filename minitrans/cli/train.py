@@ -199,6 +199,9 @@ def run(args):
         sizes = {field: getattr(args, field) for field in resume_flags.MODEL_FIELDS}
         trainer = experiment.new_trainer(train_config, sizes, progress=progress)
     print(stopping.describe(trainer.config))  # first: how long this may take
+    if trainer.config.average_decay:
+        print(f"evaluating and saving a moving average of the weights (decay "
+              f"{trainer.config.average_decay:g}; --average-decay 0: the weights themselves)")
     task, model = trainer.task, trainer.model
     print(
         f"task {task.description}; "

@@ -96,8 +96,11 @@ def test_the_train_command_on_a_corpus_reports_its_budget_first_and_records_merg
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("training for at most 2 steps or 15 minutes, evaluating every")
-    assert lines[3].startswith("chosen for this corpus: ") and "d_model 64 (270" in lines[3]
+    assert lines[1].startswith("evaluating and saving a moving average of the weights (decay "
+                               "0.999; --average-decay 0: the weights themselves)")
+    assert lines[4].startswith("chosen for this corpus: ") and "d_model 64 (270" in lines[4]
     arrays, records = load_checkpoint(tmp_path / "run" / "checkpoint.npz")
+    assert any(name.startswith("optim/weights/") for name in arrays)  # the average in param/
     saved = experiment.read_run(tmp_path / "run" / "checkpoint.npz")
     learned = len(experiment.stored_tokenizer(records).bpe.merges)
     assert saved.train_config.merges == learned > 0  # the number learned, not None
