@@ -449,8 +449,9 @@ for label, measures in (("last checkpoint (step 100)", last),
 # most 1,000 steps), so the early, worse weights never drag it back for
 # long. Evaluations, `best.npz` and the checkpoint's parameters are the
 # average; training goes on from the weights themselves. On the numbers
-# task the weights' own held-out exact match sat between 95% and 98% from
-# step 375 to step 1250; their average reached 99% at step 625.
+# task, evaluated every 125 steps, the weights' own held-out exact match
+# swung between 94.8% and 98.9% from step 375 to step 1250 and passed 99%
+# at step 1375; their average passed it at step 625.
 #
 # ## 5. Exercise: perplexity
 #

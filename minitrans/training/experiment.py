@@ -22,7 +22,8 @@ from minitrans.training.trainer import TrainConfig, Trainer
 # rate on twice the batch, 2000 (dates: 1250). Held-out exact match then sat
 # near 97% for a thousand steps while Adam's steps wandered (numbers reached
 # 99% at step 1375); a moving average of the weights (training.averaging)
-# reached it at 625 (dates: 375 against 750), evaluated every 125 steps.
+# reached it at 625 (dates: 375 against 750), evaluated every 125 steps on
+# one worker (task_targets.py, on two: numbers 500, dates 375).
 # Read only: every user copies it.
 LANGUAGE_TASKS = {
     "model": dict(d_model=128, h=4, N=2, d_ff=512, dropout=0.0),

@@ -176,6 +176,8 @@ def test_conflicting_or_missing_flags_are_one_line(folders, corpus, tmp_path):
                           "drop copy")
     assert_one_line_fails(run("train", "--init-from", folder, "--data", str(corpus),
                               "--resume", "x.npz"), "--resume")
+    assert_one_line_fails(run("train", "--init-from", folder, "--data", str(corpus),
+                              "--average-decay", "0.9"), "do not apply", "--average-decay")
     assert_one_line_fails(run("train", "copy", "--lr", "0.1"), "--lr: only used with --init-from")
     assert_one_line_fails(run("train", "--init-from", folder, "--data", str(tmp_path / "no.txt")),
                           "--data", "no such file")
