@@ -38,18 +38,20 @@ class WeightAverage:
 
     ``self.model`` is a copy of ``model`` (the same layers and buffers) whose
     parameters are the average's arrays, so it evaluates and decodes as any
-    model does. It has no gradients: it only runs forward.
+    model does. It has no gradients: it only runs forward. A tied matrix
+    needs nothing of its own here: one layer holds it and the other reads
+    it through that layer, in the copy as in the model.
     """
 
     def __init__(self, model, decay):
         self.decay = float(decay)
         self.model = replicate(model, 0, gradients=False)
         self.model.eval()
-        copies = {}  # by id: a tied matrix stays one array, shared as in the model
-        for module in self.model.modules():
-            for key, value in module.params.items():
-                module.params[key] = copies.setdefault(id(value), value.copy())
-        self._pairs = [(weights, copies[id(weights)]) for weights in _unique_parameters(model)]
+        self._pairs = []  # (the model's weights, their average), parameter by parameter
+        for layer, twin in zip(model.modules(), self.model.modules()):
+            for key, weights in layer.params.items():
+                twin.params[key] = weights.copy()
+                self._pairs.append((weights, twin.params[key]))
 
     def update(self, step):
         """Move the average towards the weights, after optimiser step ``step``."""
@@ -62,11 +64,3 @@ class WeightAverage:
         were replaced from outside, as a checkpoint load does)."""
         for weights, average in self._pairs:
             average[...] = weights
-
-
-def _unique_parameters(model):
-    """Every parameter array of ``model`` once (a tied matrix is one)."""
-    seen = {}
-    for _, value, _ in model.named_parameters():
-        seen.setdefault(id(value), value)
-    return list(seen.values())
