@@ -1,6 +1,6 @@
 """Each fast kernel against its reference, on the shapes of the benchmark's configs.
 
-    python benchmarks/kernels.py                    # every pair, four configs, 1 and 2 threads
+    python benchmarks/kernels.py                    # every pair, five configs, 1 and 2 threads
     python benchmarks/kernels.py --configs base --kernels sum_last,layer_norm
     python benchmarks/kernels.py --quick            # a smoke run: checks the script, not the speed
 
@@ -8,7 +8,10 @@ Every kernel pair of ``minitrans.core.kernels.PAIRS`` is timed on the arrays
 it meets in a training step of the configs of ``vs_pytorch.py`` (tiny,
 small, base, copy): layer norm on (batch, length, d_model), the loss on
 (batch, length, vocab), attention's softmax on (batch, h, length, length),
-Adam on the model's parameters in the optimiser's blocks. The reference and
+Adam on the model's parameters in the optimiser's blocks. The kernels only
+the modern decoder has (the sigmoid of SwiGLU, rotary positions,
+grouped-query attention, forward and backward) are timed on the llama
+config's arrays, and on nothing else. The reference and
 the fast version take turns (ref, fast, ref, fast, ...), so that a busy
 moment of the machine hits both alike, and each keeps its best time; BLAS
 is limited to 1, then 2 threads (threadpoolctl). An input that a fast
@@ -30,20 +33,30 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vs_pytorch import CONFIGS  # noqa: E402
+from vs_pytorch import ALL_CONFIGS, LLAMA_CONFIGS, QUICK_SIZES  # noqa: E402
 
 import minitrans  # noqa: E402
 from minitrans.core import backend, kernels  # noqa: E402
-from minitrans.layers import dropout, embedding, layernorm, loss, rmsnorm  # noqa: E402, F401
+from minitrans.layers import (  # noqa: E402, F401  (the modules of the pairs)
+    dropout, embedding, grouped, layernorm, loss, rmsnorm, rotary,
+)
+from minitrans.layers.multihead import MultiHeadAttention  # noqa: E402
 from minitrans.model.config import ModelConfig  # noqa: E402
 from minitrans.model.transformer import Transformer  # noqa: E402
-from minitrans.ops import softmax, sums  # noqa: E402, F401
+from minitrans.ops import activations, softmax, sums  # noqa: E402, F401
 from minitrans.ops.random_bits import stream_key  # noqa: E402
 from minitrans.training.optim import Adam, block  # noqa: E402
 from minitrans.training import updates  # noqa: E402, F401
 
 # the argument that a pair's fast version writes over, restored before every call
 OVERWRITTEN = {"attention_softmax": 0, "attention_softmax_backward": 1}
+# the pairs of the modern decoder's layers, timed on the llama configs only
+MODERN = {"sigmoid", "rotate_pairs", "grouped_attention"}
+
+
+def applies(name, config):
+    """Whether pair ``name`` runs in a training step of ``config``."""
+    return (name in MODERN) == (config in LLAMA_CONFIGS)
 
 
 def machine_line():
@@ -105,6 +118,8 @@ def cases(name, c, rng):
         return [(f"({N}, {D})", [normal(N, D), normal(N, D)])]
     if name == "adam_update":
         return [adam_case(c)]
+    if name in MODERN:
+        return [modern_case(name, c, normal)]
     label, make = {
         "attention_softmax": (f"({B}, {h}, {T}, {T}) causal", scores_and_mask),
         "attention_softmax_backward": (f"({B}, {h}, {T}, {T})", lambda: [
@@ -121,6 +136,30 @@ def cases(name, c, rng):
         "dropout_keep_mask": (f"({B}, {T}, {D})", lambda: [stream_key(0), (B, T, D), 0.1]),
     }[name]
     return [(label, make())]
+
+
+def modern_case(name, c, normal):
+    """(label, arguments) of a pair of the llama config's layers."""
+    B, T, h, d_ff = c["batch"], c["length"], c["h"], c["d_ff"]
+    d_k, kv_heads = c["d_model"] // h, c["kv_heads"]
+    if name == "sigmoid":
+        return f"({B}, {T}, {d_ff})", [normal(B, T, d_ff, scale=2.0)]
+    if name == "rotate_pairs":  # the queries as split_heads gives them: a (B, T, h, d_k) view
+        cos, sin = rotary.rotary_tables(T, d_k)
+        return f"({B}, {h}, {T}, {d_k})", [normal(B, T, h, d_k).swapaxes(1, 2), cos, sin]
+    layer = MultiHeadAttention(c["d_model"], h, rng=0, kv_heads=kv_heads, bias=False)
+    causal = backend.to_device(np.tril(np.ones((1, 1, T, T), bool)))
+    return (f"({B}, {h}, {T}, {d_k}) over {kv_heads} heads, causal",
+            [layer, normal(B, h, T, d_k), normal(B, kv_heads, T, d_k),
+             normal(B, kv_heads, T, d_k), causal, normal(B, h, T, d_k)])
+
+
+def run_grouped(attend):
+    """Forward and backward of a version of grouped_attention."""
+    def forward_backward(layer, Q, K, V, mask, dheads):
+        _, backward = attend(layer, Q, K, V, mask)
+        backward(layer, dheads)
+    return forward_backward
 
 
 def adam_case(c):
@@ -151,6 +190,8 @@ def best_times(pair, name, args, repeats, number):
     versions = [pair.reference, pair.fast]
     if name == "adam_update":
         versions = [run_adam(v) for v in versions]
+    if name == "grouped_attention":
+        versions = [run_grouped(v) for v in versions]
     index = OVERWRITTEN.get(name)
     saved = None if index is None else args[index].copy()
     xp = backend.get_xp()
@@ -172,17 +213,23 @@ def best_times(pair, name, args, repeats, number):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--configs", default=",".join(ALL_CONFIGS))
     parser.add_argument("--kernels", default=None, help="comma-separated pair names (default all)")
     parser.add_argument("--threads", default="1,2", help="BLAS thread counts (default 1,2)")
     parser.add_argument("--repeats", type=int, default=5, help="turns of each version (default 5)")
     parser.add_argument("--quick", action="store_true",
-                        help="tiny config, one turn of one call, 1 thread: a smoke run")
+                        help="tiny config (and llama's quick sizes for the modern "
+                             "decoder's pairs), one turn of one call, 1 thread: a smoke run")
     args = parser.parse_args(argv)
     configs, threads = args.configs.split(","), [int(t) for t in args.threads.split(",")]
     repeats, number = args.repeats, None
+    sizes = dict(ALL_CONFIGS)
     if args.quick:
-        configs, threads, repeats, number = ["tiny"], [1], 1, 1
+        configs, threads, repeats, number = ["tiny", "llama"], [1], 1, 1
+        sizes["llama"] = {**sizes["llama"], **QUICK_SIZES["llama"]}
+    unknown = sorted(set(configs) - set(ALL_CONFIGS))
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}; expected some of {sorted(ALL_CONFIGS)}")
     names = args.kernels.split(",") if args.kernels else sorted(kernels.PAIRS)
     unknown = sorted(set(names) - set(kernels.PAIRS))
     if unknown:
@@ -198,8 +245,8 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     with minitrans.using("numpy", dtype="float32"):
         for name in names:
-            for config in configs:
-                for label, kernel_args in cases(name, CONFIGS[config], rng):
+            for config in (config for config in configs if applies(name, config)):
+                for label, kernel_args in cases(name, sizes[config], rng):
                     row = [name, config, label]
                     for t in threads:
                         with threadpool_limits(t, user_api="blas"):

@@ -450,7 +450,14 @@ with minitrans.using(dtype="float64"):
 # attention. In the backward, each shared key/value head was used by $g$
 # query heads, so its gradient is the **sum** of theirs, the backward of
 # the repetition (`sum_groups`); everything else is lesson 11's backward.
-# Checked for two key/value heads of four, and for one:
+#
+# Repeating the heads is the reference version, the one that reads as the
+# paper (`MINITRANS_KERNELS=reference`). By default minitrans copies
+# nothing: the queries of a group's $g$ heads are stacked as $g \cdot T_q$
+# rows, which meet their one key/value head in a single product
+# (`minitrans/layers/grouped.py`). Then $dK = dS^\top Q$ runs over all
+# $g \cdot T_q$ rows, so the product itself adds up the group's gradients.
+# Both versions, checked for two key/value heads of four and for one:
 
 # %%
 causal = minitrans.causal_mask(3)
@@ -459,8 +466,11 @@ with minitrans.using(dtype="float64"):
     for kv_heads in (2, 1):
         layer = minitrans.MultiHeadAttention(4, 4, rng=0, kv_heads=kv_heads)
         randomise_params(layer, np.random.default_rng(4))
-        results += check_layer(layer, rng.standard_normal((2, 3, 4)), mask=causal,
-                               label=f"MHA, kv_heads {kv_heads} of 4")
+        x = rng.standard_normal((2, 3, 4))
+        for kernel_set in ("reference", "fast"):
+            with minitrans.using(kernels=kernel_set):
+                results += check_layer(layer, x, mask=causal,
+                                       label=f"MHA, kv_heads {kv_heads} of 4, {kernel_set}")
     print(format_table(results))
 
 # %% [markdown]

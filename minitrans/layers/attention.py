@@ -24,6 +24,20 @@ class ScaledDotProductAttention(Module):
         dS = P * (dP - rowsum(dP * P))
         dQ = dS K / sqrt(d_k),   dK = dS^T Q / sqrt(d_k)
 
+    The division by sqrt(d_k) is applied to Q, before the product, rather
+    than to the scores after it: (Q / sqrt(d_k)) K^T is the same S, and Q
+    (T_q x d_k per head) is smaller than the scores (T_q x T_k) whenever
+    there are more keys than a head has dimensions. The backward likewise
+    scales dQ, not dS, and dK = dS^T (Q / sqrt(d_k)) takes the scaled Q.
+
+    ``groups``: Q may stack the queries of several heads that share one K
+    and V (grouped-query attention, ``layers.grouped``): (..., groups *
+    T_q, d_k), head after head. Nothing changes but the mask, which then
+    broadcasts to (..., groups, T_q, T_k), so that each head's rows meet
+    their own mask; ``attention_weights`` gives (..., groups, T_q, T_k)
+    with the groups merged into the head axis, (B, kv_heads * groups, T_q,
+    T_k) for (B, kv_heads, groups * T_q, d_k) queries.
+
     Inputs:
         Q: (..., T_q, d_k)
         K: (..., T_k, d_k)
@@ -36,27 +50,29 @@ class ScaledDotProductAttention(Module):
     are kept in ``attention_weights`` for plotting.
     """
 
-    def forward(self, Q, K, V, mask=None):
-        self._check_inputs(Q, K, V)
+    def forward(self, Q, K, V, mask=None, groups=1):
+        self._check_inputs(Q, K, V, groups)
         scale = 1.0 / math.sqrt(Q.shape[-1])  # a Python float keeps float32
-        scores = Q @ K.swapaxes(-1, -2)  # (..., T_q, T_k)
-        scores *= scale
+        Q_scaled = Q * scale  # Q / sqrt(d_k)
+        scores = Q_scaled @ K.swapaxes(-1, -2)  # (..., T_q, T_k), already scaled
+        if groups > 1:  # each head's rows apart, for its mask: (..., groups, T_q / groups, T_k)
+            scores = scores.reshape(*scores.shape[:-2], groups, -1, scores.shape[-1])
         if mask is not None:
             checks.check_mask("mask", mask, scores.shape)
         # masked_softmax(scores, mask); the fast version may write over the scores
-        P = attention_softmax(scores, mask)
-        self.cache = (Q, K, V, P, scale)
+        P = attention_softmax(scores, mask).reshape(*Q.shape[:-1], K.shape[-2])  # rows stacked
+        self.cache = (Q_scaled, K, V, P, scale, groups)
         return P @ V
 
     def backward(self, dout):
-        Q, K, V, P, scale = self.saved()
+        Q_scaled, K, V, P, scale, _ = self.saved()
         checks.check_same_shape("dout", dout, (*P.shape[:-1], V.shape[-1]))
         dV = P.swapaxes(-1, -2) @ dout  # P^T dout
         dP = dout @ V.swapaxes(-1, -2)
         dS = attention_softmax_backward(P, dP)  # masked entries have P = 0, so dS = 0
-        dS *= scale  # once here, rather than on dQ and dK
         dQ = dS @ K
-        dK = dS.swapaxes(-1, -2) @ Q  # dS^T Q
+        dQ *= scale  # dS K / sqrt(d_k)
+        dK = dS.swapaxes(-1, -2) @ Q_scaled  # dS^T Q / sqrt(d_k)
         return dQ, dK, dV
 
     @property
@@ -64,11 +80,18 @@ class ScaledDotProductAttention(Module):
         """P = softmax(Q K^T / sqrt(d_k) + M) of the last forward."""
         if self.cache is None:
             raise RuntimeError("attention_weights: run forward() first")
-        return self.cache[3]
+        P, groups = self.cache[3], self.cache[5]
+        if groups == 1:
+            return P
+        return P.reshape(*P.shape[:-3], P.shape[-3] * groups, P.shape[-2] // groups, P.shape[-1])
 
     @staticmethod
-    def _check_inputs(Q, K, V):
+    def _check_inputs(Q, K, V, groups):
         checks.check_array("Q", Q, min_ndim=2, floating=True)
+        checks.check_positive_int("groups", groups)
+        if Q.shape[-2] % groups:
+            raise ValueError(f"groups: expected a divisor of the {Q.shape[-2]} rows of Q, "
+                             f"got groups={groups}")
         checks.check_array("K", K, ndim=Q.ndim, dtype=Q.dtype)
         checks.check_array("V", V, ndim=Q.ndim, dtype=Q.dtype)
         if K.shape[-1] != Q.shape[-1]:

@@ -152,8 +152,15 @@ def smoothed_targets(targets, vocab_size, eps, dtype=None):
 
 
 # The loss and its gradient are kernel pairs. Both versions return the loss
-# with exp(logits - max) and its row sums, which the backward needs for
-# p = softmax(logits) = exps / total.
+# with exps = exp(logits - shift) and their row sums, for the backward's
+# p = softmax(logits) = exps / total: the reference shifts each row by its
+# maximum, the fast version by one number for all rows where that is safe.
+
+# Without a shift, exp(logits) neither overflows nor loses a whole row while
+# every row's largest logit lies within this of 0: exp(60) times a vocabulary
+# of a million is far below float32's largest number (about exp(88.7)), and
+# exp(-60), about 1e-26, is a normal float32 number.
+UNSHIFTED_RANGE = 60.0
 
 
 def smoothed_cross_entropy_reference(logits, targets, weights, eps, exps_buffer=None):
@@ -181,15 +188,26 @@ def smoothed_cross_entropy_fast(logits, targets, weights, eps, exps_buffer):
 
         loss_t = (1 - eps) * (-log p_target) + eps * mean_v(-log p_v),
 
-    and the sums over V are matrix products (minitrans.ops.sums). Timed
-    against the reference by ``python benchmarks/kernels.py``.
+    and the sums over V are matrix products (minitrans.ops.sums).
+
+    On the CPU the logits are usually not shifted at all: log-sum-exp holds
+    for any shift, and while every row's maximum lies within
+    UNSHIFTED_RANGE of 0 the shift 0 is safe, which saves a pass over the
+    (..., V) logits, the largest array of a step. Otherwise (and on a
+    device, where deciding would make the CPU wait) each row is shifted by
+    its maximum, as in the reference. Timed against the reference by
+    ``python benchmarks/kernels.py``.
     """
     xp = backend.get_xp()
-    shifted = xp.subtract(logits, logits.max(axis=-1, keepdims=True), out=exps_buffer)
+    row_max = logits.max(axis=-1, keepdims=True)
+    if backend.on_device() or float(abs(row_max).max()) > UNSHIFTED_RANGE:
+        shifted = xp.subtract(logits, row_max, out=exps_buffer)
+    else:
+        shifted = logits  # shift 0: exp below reads the logits themselves
     target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
     # without smoothing the mean is not needed: a pass over (..., V) saved
     mean_shifted = mean_last_fast(shifted)[..., 0] if eps else 0.0
-    exps = xp.exp(shifted, out=shifted)  # in place: shifted is not needed any more
+    exps = xp.exp(shifted, out=exps_buffer)  # over shifted itself, or from the logits
     total = sum_last_fast(exps)
     log_total = xp.log(total[..., 0])
     per_token = (1.0 - eps) * (log_total - target_shifted)  # (1 - eps) * (-log p_target)

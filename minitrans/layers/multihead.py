@@ -2,6 +2,7 @@
 
 from minitrans.core import backend, checks
 from minitrans.layers.attention import ScaledDotProductAttention
+from minitrans.layers.grouped import grouped_attention
 from minitrans.layers.linear import Linear
 from minitrans.layers.module import Module
 from minitrans.layers.rotary import RotaryEmbedding
@@ -61,8 +62,10 @@ class MultiHeadAttention(Module):
         K, V:   (B, kv_heads, T_k, d_k), each head repeated g times -> (B, h, T_k, d_k)
         dK, dV: the gradients of the h repeated heads, summed over each group
     A key/value cache holds the kv_heads heads only, h / kv_heads times less.
-    Decoding (``attend``) does not repeat the cache: each key/value head
-    meets the g query heads of its group at once, as g T_q rows of queries.
+    That is the reference version of ``layers.grouped``; the fast one (the
+    default, and decoding's, ``attend``, which must not copy the cache g
+    times) repeats nothing: each key/value head meets the g query heads of
+    its group at once, as g T_q rows of queries.
 
     Rotary positions (``rope=True``, Su et al. 2021; ``layers.rotary``):
     after the projections and before attention, each head's queries and
@@ -132,17 +135,22 @@ class MultiHeadAttention(Module):
         with checks.inputs_checked():  # the parts below need not check x and memory again
             Q = self._queries(x, offset)  # (B, h, T_q, d_k)
             K, V = self.keys_values(memory, offset)  # (B, kv_heads, T_k, d_k)
-            K, V = self.repeat_kv(K), self.repeat_kv(V)  # (B, h, T_k, d_k)
-            heads = self.attention.forward(Q, K, V, mask=self._heads_mask(mask, Q, K))
+            mask = self._heads_mask(mask, Q, K)
+            if self.kv_heads == self.h:  # multi-head attention, as in the paper
+                heads, grouped_backward = self.attention.forward(Q, K, V, mask=mask), None
+            else:  # K, V repeated for each group (or its queries stacked): layers.grouped
+                heads, grouped_backward = grouped_attention(self, Q, K, V, mask)
             out = self.W_O.forward(self.merge_heads(heads))  # (B, T_q, d_model)
-        self.cache = is_self_attention, offset
+        self.cache = is_self_attention, offset, grouped_backward
         return out
 
     def backward(self, dout):
-        is_self_attention, offset = self.saved()
+        is_self_attention, offset, grouped_backward = self.saved()
         dheads = self.split_heads(self.W_O.backward(dout))  # (B, h, T_q, d_k)
-        dQ, dK, dV = self.attention.backward(dheads)
-        dK, dV = self.sum_groups(dK), self.sum_groups(dV)  # (B, kv_heads, T_k, d_k)
+        if grouped_backward is None:
+            dQ, dK, dV = self.attention.backward(dheads)
+        else:  # dK, dV (B, kv_heads, T_k, d_k): each the sum over its group
+            dQ, dK, dV = grouped_backward(self, dheads)
         if self.rotary is not None:  # undo the rotations: R^T, the rotation by -angle
             with checks.inputs_checked():  # gradients made here: no pass to check them
                 dQ = self.rotary.rotate(dQ, offset, inverse=True)
@@ -194,30 +202,12 @@ class MultiHeadAttention(Module):
         the weights are still available in ``attention.attention_weights``.
         """
         Q = self._queries(x, offset)
+        mask = self._heads_mask(mask, Q, K)
         if self.kv_heads == self.h:
-            heads = self.attention.forward(Q, K, V, mask=self._heads_mask(mask, Q, K))
-        else:
-            heads = self._grouped_attention(Q, K, V, self._heads_mask(mask, Q, K))
+            heads = self.attention.forward(Q, K, V, mask=mask)
+        else:  # each key/value head of the cache read in place, not copied g times
+            heads, _ = grouped_attention.fast(self, Q, K, V, mask)
         return self.W_O.forward(self.merge_heads(heads))
-
-    def _grouped_attention(self, Q, K, V, mask):
-        """The heads (B, h, T_q, d_k) of Q against the kv_heads heads of K and
-        V without ``repeat_kv``: the queries of a group's g heads stacked as
-        g T_q rows, (B, kv_heads, g T_q, d_k), so that each head of a long
-        cache is read in place rather than copied g times. The same numbers
-        up to rounding (the fast softmax may share one shift over the g T_q
-        rows); the weights are kept as (B, h, T_q, T_k) for plotting."""
-        xp = backend.get_xp()
-        batch, _, length_q, d_k = Q.shape
-        length_k, rows = K.shape[2], self.h // self.kv_heads * length_q
-        stacked = Q.reshape(batch, self.kv_heads, rows, d_k)  # head i = group i // g
-        if mask is not None:  # each query head's rows of the mask, stacked the same way
-            mask = xp.broadcast_to(mask, (batch, self.h, length_q, length_k))
-            mask = mask.reshape(batch, self.kv_heads, rows, length_k)
-        heads = self.attention.forward(stacked, K, V, mask=mask)
-        *inputs, weights, scale = self.attention.cache  # attend has no backward to keep them for
-        self.attention.cache = (*inputs, weights.reshape(batch, self.h, length_q, length_k), scale)
-        return heads.reshape(batch, self.h, length_q, d_k)
 
     def _queries(self, x, offset):
         """Q = x W_Q + b_Q as heads (B, h, T_q, d_k), rotated with rotary positions."""

@@ -1,7 +1,7 @@
 """Rotary position embedding (Su et al., 2021, RoFormer): positions as
 rotations of each head's queries and keys, the positions of Llama."""
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, kernels
 from minitrans.layers.module import Module
 
 
@@ -103,7 +103,7 @@ class RotaryEmbedding(Module):
         return rotate_pairs(x, cos, -sin if inverse else sin)
 
 
-def rotate_pairs(x, cos, sin):
+def rotate_pairs_reference(x, cos, sin):
     """Turn each pair (x_i, x_{i + d/2}) of x (..., T, d) by the angle whose
     cosine and sine are cos, sin (T, d/2): [x1 cos - x2 sin, x2 cos + x1 sin].
 
@@ -119,3 +119,31 @@ def rotate_pairs(x, cos, sin):
     xp.multiply(x2, cos, out=y2)
     y2 += x1 * sin
     return y
+
+
+def rotate_pairs_fast(x, cos, sin):
+    """The reference's numbers, bit for bit, as whole-width passes:
+
+        y = x * [cos, cos] + rotate_half(x) * [sin, sin],   rotate_half(x) = [-x2, x1]
+
+    The reference's passes each run over half of every head's d numbers
+    (16 of the llama config's 32), and NumPy's loops pay for every short
+    row. Here every pass runs along whole rows, and rotate_half(x) is one
+    matrix product x R, R the (d, d) matrix that moves each half into the
+    other's place, one of them negated: a product with a single +-1 in each
+    column, so exact. Timed against the reference by ``python
+    benchmarks/kernels.py``."""
+    xp = backend.get_xp()
+    d, half = x.shape[-1], x.shape[-1] // 2
+    R = xp.zeros((d, d), dtype=x.dtype)
+    R[xp.arange(half) + half, xp.arange(half)] = -1.0  # column i < d/2 takes -x_{i + d/2}
+    R[xp.arange(half), xp.arange(half) + half] = 1.0  # column i + d/2 takes x_i
+    rotated = x @ R  # rotate_half(x), a fresh array in rows
+    rotated *= xp.concatenate([sin, sin], axis=-1)
+    y = xp.empty(x.shape, dtype=x.dtype)  # in rows, whatever x's layout
+    xp.multiply(x, xp.concatenate([cos, cos], axis=-1), out=y)
+    y += rotated
+    return y
+
+
+rotate_pairs = kernels.pair(rotate_pairs_reference, rotate_pairs_fast)

@@ -24,8 +24,11 @@ class SwiGLUFeedForward(Module):
         dm = W_down's backward of dy    (dW_down += m^T dy)
         du = dm * SiLU(a)
         da = dm * u * SiLU'(a),   SiLU'(a) = sigma(a) (1 + a (1 - sigma(a)))
+                                           = sigma(a) + SiLU(a) (1 - sigma(a))
         dx = W_gate's backward of da + W_up's backward of du
     x feeds both W_gate and W_up, so its gradient is the sum of the two.
+    The forward keeps SiLU(a), u and sigma(a), which is all the backward
+    reads: the second form of SiLU'(a) needs no a.
 
     Parameters (Xavier-uniform weights, zero biases), the children W_gate,
     W_up and W_down, each a ``Linear``:
@@ -57,18 +60,17 @@ class SwiGLUFeedForward(Module):
         with checks.inputs_checked():  # the three Linear layers need not check again
             a = self.W_gate.forward(x)  # (..., d_ff)
             u = self.W_up.forward(x)  # (..., d_ff)
-            s = activations.sigmoid(a)  # kept: SiLU(a) = a s, and SiLU' needs s too
-            self.cache = a, u, s
-            m = a * s  # SiLU(a)
-            m *= u
-            return self.W_down.forward(m)
+            s = activations.sigmoid(a)
+            silu = a * s  # SiLU(a)
+            self.cache = silu, u, s
+            return self.W_down.forward(silu * u)
 
     def backward(self, dy):
-        a, u, s = self.saved()
+        silu, u, s = self.saved()
         dm = self.W_down.backward(dy)  # (..., d_ff)
-        du = a * s  # SiLU(a) ...
-        du *= dm  # ... times dm
-        da = activations.silu_backward(a, dm * u, s)
+        du = dm * silu
+        da = dm * u
+        da *= activations.silu_derivative(s, silu)
         dx = self.W_gate.backward(da)
         dx += self.W_up.backward(du)  # x fed both projections
         return dx

@@ -64,10 +64,12 @@ def _row_max(e, axis):
 
 
 def _exp_normalised(e, shift):
-    """exp(e - shift) / its sum along the last axis, in e's own array; a row
-    whose exponentials are all 0 (every entry masked) stays all zeros."""
+    """exp(e - shift) / its sum along the last axis, in e's own array (shift
+    None: exp(e) itself); a row whose exponentials are all 0 (every entry
+    masked) stays all zeros."""
     xp = backend.get_xp()
-    e -= shift
+    if shift is not None:
+        e -= shift
     xp.exp(e, out=e)
     total = sum_last_fast(e)
     e /= xp.where(total > 0, total, 1.0)
@@ -103,7 +105,9 @@ def softmax_in_place(z, mask=None):
     is more than 60 below its shift. When some block spreads wider (very
     peaked attention, or NaN) every row gets its own maximum instead. The
     extrema are taken before masking: masked scores are real numbers too, so
-    the bound still holds.
+    the bound still holds. And when every score lies within 60 of 0, as
+    scaled scores usually do, the shift is 0: no exponent exceeds exp(60),
+    no row falls below exp(-60), and a pass over the scores is saved.
 
     Rounding now depends on the other scores of the block, masked ones
     included, so a causal mask makes a position independent of later ones
@@ -119,19 +123,23 @@ def softmax_in_place(z, mask=None):
     ``python benchmarks/kernels.py --kernels attention_softmax``.
     """
     xp = backend.get_xp()
-    shared_shift = None if backend.on_device() else _block_max_if_safe(z)
+    shared, shift = (False, None) if backend.on_device() else _shared_shift(z)
     if mask is not None:
         xp.copyto(z, -xp.inf, where=~mask)  # exp(-inf) = 0: masked entries drop out
-    return _exp_normalised(z, _row_max(z, -1) if shared_shift is None else shared_shift)
+    return _exp_normalised(z, shift if shared else _row_max(z, -1))
 
 
-def _block_max_if_safe(z):
-    """The maximum of each (T_q, T_k) block of z when no block spreads wider
-    than SHARED_SHIFT_SPREAD, else None (every row needs its own)."""
+def _shared_shift(z):
+    """(True, shift) where one shift serves a whole (T_q, T_k) block of z:
+    None (no shift) when every score lies within SHARED_SHIFT_SPREAD of 0,
+    else each block's maximum when no block spreads wider than that;
+    (False, None) when some block does (every row needs its own)."""
     block_axes = (-2, -1) if z.ndim >= 2 else (-1,)
     top = z.max(axis=block_axes, keepdims=True)
-    widest_spread = (top - z.min(axis=block_axes, keepdims=True)).max()
-    return top if float(widest_spread) <= SHARED_SHIFT_SPREAD else None
+    bottom = z.min(axis=block_axes, keepdims=True)
+    if float(top.max()) <= SHARED_SHIFT_SPREAD and float(bottom.min()) >= -SHARED_SHIFT_SPREAD:
+        return True, None
+    return float((top - bottom).max()) <= SHARED_SHIFT_SPREAD, top
 
 
 def attention_softmax_reference(scores, mask=None):

@@ -6,6 +6,7 @@ import pytest
 
 import minitrans
 from minitrans.gradcheck import check_layer, randomise_params
+from minitrans.layers import grouped
 from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.model.config import ModelConfig
 from tests.library.conftest import assert_gradcheck, assert_names
@@ -27,11 +28,32 @@ def attention(kv_heads, **options):
     return randomise_params(layer, np.random.default_rng(0))
 
 
+@pytest.mark.parametrize("kernels", ["fast", "reference"])
 @pytest.mark.parametrize("kv_heads", [1, 2], ids=["multi-query", "kv-heads-2"])
-def test_masked_self_attention_gradcheck(float64, randn, kv_heads):
+def test_masked_self_attention_gradcheck(float64, randn, kv_heads, kernels):
+    """Both versions of layers.grouped: the stacked queries and repeat_kv."""
     layer = attention(kv_heads)
     assert layer.W_K.params["W"].shape == layer.W_V.params["W"].shape == (D, kv_heads * D_K)
-    assert_gradcheck(layer, randn(2, 3, D), mask=causal(3))
+    with minitrans.using(kernels=kernels):
+        assert_gradcheck(layer, randn(2, 3, D), mask=causal(3))
+
+
+def test_the_checker_fails_a_stacked_backward_that_averages_each_group(float64, randn,
+                                                                      monkeypatch):
+    """The fast version's dK and dV divided by g, a mean over the group
+    instead of its sum: the key and value weights go wrong, not the
+    queries'."""
+    right = grouped.stacked_heads_backward
+
+    def averaged(layer, dheads):
+        dQ, dK, dV = right(layer, dheads)
+        group = layer.h // layer.kv_heads
+        return dQ, dK / group, dV / group
+
+    monkeypatch.setattr(grouped, "stacked_heads_backward", averaged)
+    failed = {r.tensor for r in check_layer(attention(2), randn(2, 3, D), mask=causal(3))
+              if not r.passed}
+    assert {"x", "W_K.W", "W_V.W", "W_V.b"} <= failed and "W_Q.W" not in failed
 
 
 def test_cross_attention_without_biases_gradcheck(float64, randn):
@@ -78,7 +100,8 @@ def test_the_checker_fails_a_backward_that_keeps_one_head_of_each_group(float64,
         return dheads[:, ::group]
 
     monkeypatch.setattr(MultiHeadAttention, "sum_groups", first_of_group)
-    failed = {r.tensor for r in check_layer(attention(2), randn(2, 3, D)) if not r.passed}
+    with minitrans.using(kernels="reference"):  # the version that repeats K and V
+        failed = {r.tensor for r in check_layer(attention(2), randn(2, 3, D)) if not r.passed}
     assert {"x", "W_K.W", "W_V.W", "W_V.b"} <= failed and "W_Q.W" not in failed
 
 

@@ -25,8 +25,11 @@ import pytest
 
 import minitrans
 from minitrans.core import backend, kernels
-from minitrans.layers import dropout, embedding, layernorm, loss, rmsnorm  # noqa: F401  (pairs)
-from minitrans.ops import softmax, sums  # noqa: F401
+from minitrans.layers import (  # noqa: F401  (the modules of the pairs)
+    dropout, embedding, grouped, layernorm, loss, rmsnorm, rotary,
+)
+from minitrans.layers.multihead import MultiHeadAttention
+from minitrans.ops import activations, softmax, sums  # noqa: F401  (the modules of the pairs)
 from minitrans.ops.random_bits import stream_key
 from minitrans.gradcheck import tiny_model
 from minitrans.training import experiment, updates  # noqa: F401
@@ -74,14 +77,40 @@ def _loss_inputs(d, shape, vocab_size, scale, pad=True):
 
 
 def _loss(k, d, shape, vocab_size, scale, eps=0.1):
+    """The loss and p = exps / total: the versions may shift the exponents
+    by different constants, which the ratio cancels."""
     logits, targets, weights = _loss_inputs(d, shape, vocab_size, scale)
-    return k(logits, targets, weights, eps, backend.get_xp().empty_like(logits))
+    loss, exps, total = k(logits, targets, weights, eps, backend.get_xp().empty_like(logits))
+    return loss, exps / total
 
 
 def _loss_backward(k, d, shape, vocab_size, dloss, eps=0.1):
     logits, targets, weights = _loss_inputs(d, shape, vocab_size, 3.0)
     _, exps, total = loss.smoothed_cross_entropy.reference(logits, targets, weights, eps)
     return (k(dloss, exps, total, targets, weights, eps),)
+
+
+def _rotate_pairs(k, d, shape, inverse=False, heads_view=False):
+    """Rotary positions on x (B, h, T, d_k): a fresh array, or (``heads_view``)
+    the (B, T, h, d_k) view that split_heads gives attention."""
+    batch, heads, length, width = shape
+    x = d.normal(batch, length, heads, width).swapaxes(1, 2) if heads_view else d.normal(*shape)
+    cos, sin = rotary.rotary_tables(length + 3, width)
+    cos, sin = cos[3:], sin[3:]  # from position 3, as at an offset
+    return (k(x, cos, -sin if inverse else sin),)
+
+
+def _grouped_attention(k, d, shape, kv_heads, mask_heads=None):
+    """Forward and backward of grouped-query attention: Q (B, h, T_q, 2),
+    K and V (B, kv_heads, T_q + 1, 2), a mask for every head (``mask_heads``
+    h) or one for all (1), or none."""
+    batch, heads, length_q = shape
+    layer = MultiHeadAttention(2 * heads, heads, rng=0, kv_heads=kv_heads)
+    Q = d.normal(batch, heads, length_q, 2)
+    K, V = (d.normal(batch, kv_heads, length_q + 1, 2) for _ in range(2))
+    mask = None if mask_heads is None else d.mask(batch, mask_heads, length_q, length_q + 1)
+    out, backward = k(layer, Q, K, V, mask)
+    return (out, *backward(layer, d.normal(batch, heads, length_q, 2)))
 
 
 def _layer_norm(k, d, shape):
@@ -142,6 +171,15 @@ CASES = {
         lambda k, d: _attention_backward(k, d, (2, 3, 5, 6), masked=True),
         lambda k, d: _attention_backward(k, d, (1, 1, 1, 4), masked=False),
     ],
+    "sigmoid": [lambda k, d: (k(d.normal(4, 7)),),
+                # both ends: below -88 float32's sigmoid is under its smallest normal number
+                lambda k, d: (k(d.normal(3, 50, scale=40.0)),)],
+    "rotate_pairs": [lambda k, d: _rotate_pairs(k, d, (2, 3, 5, 8)),
+                     lambda k, d: _rotate_pairs(k, d, (2, 3, 5, 8), inverse=True, heads_view=True),
+                     lambda k, d: _rotate_pairs(k, d, (1, 1, 1, 2))],
+    "grouped_attention": [lambda k, d: _grouped_attention(k, d, (2, 4, 3), 2, mask_heads=1),
+                          lambda k, d: _grouped_attention(k, d, (2, 4, 3), 1, mask_heads=4),
+                          lambda k, d: _grouped_attention(k, d, (1, 6, 1), 2)],
     "layer_norm": [lambda k, d: _layer_norm(k, d, (3, 5, 16)),
                    lambda k, d: _layer_norm(k, d, (1, 1, 8))],
     "layer_norm_backward": [lambda k, d: _layer_norm_backward(k, d, (3, 5, 16)),

@@ -30,19 +30,25 @@ def test_silu_and_its_derivative():
                                    numeric, rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.parametrize("version", ["reference", "fast"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_sigmoid_is_both_textbook_forms_each_on_its_side(dtype):
-    """exp(min(a, 0)) / (1 + exp(-|a|)) is 1 / (1 + exp(-a)) for a >= 0 and
-    exp(a) / (1 + exp(a)) for a < 0, each where it cannot overflow, to a
-    rounding or two, in the dtype given; 0 and 1 at the infinities."""
+def test_sigmoid_is_both_textbook_forms_each_on_its_side(dtype, version):
+    """exp(min(a, 0)) / (1 + exp(-|a|)) (the reference), and 1 / (1 + exp(-a))
+    with exp(-a) capped (the fast version), are 1 / (1 + exp(-a)) for a >= 0
+    and exp(a) / (1 + exp(a)) for a < 0, each where it cannot overflow, to a
+    rounding or two, in the dtype given, with no overflow. At +inf both give
+    1; at -inf the reference gives 0 and the fast version 1 / (1 + exp(cap)),
+    below the dtype's smallest normal number."""
+    sigmoid = getattr(activations.sigmoid, version)
     a = np.concatenate([np.linspace(-120, 120, 4801), [-np.inf, np.inf]]).astype(dtype)
     with minitrans.using("numpy", dtype=dtype):
         with np.errstate(over="raise", invalid="raise", divide="raise"):
-            s = activations.sigmoid(a)
+            s = sigmoid(a)
     wide = np.clip(a.astype(np.float64), -700, 700)  # both branches are computed
     expected = np.where(wide >= 0, 1 / (1 + np.exp(-wide)), np.exp(wide) / (1 + np.exp(wide)))
-    assert s.dtype == dtype and s[-2] == 0 and s[-1] == 1
     tiny = np.finfo(dtype).tiny  # below it, float32 keeps too few digits to compare
+    assert s.dtype == dtype and s[-1] == 1
+    assert s[-2] == 0 if version == "reference" else 0 < s[-2] < tiny
     normal = np.isfinite(a) & (expected > tiny)
     np.testing.assert_allclose(s[normal], expected[normal], rtol=4 * np.finfo(dtype).eps)
 
@@ -71,7 +77,7 @@ def test_the_checker_fails_a_backward_that_forgets_the_gate_s_derivative(float64
                                                                         monkeypatch):
     """sigma(a) in place of SiLU'(a), the derivative of a sigma(a) without
     its product rule: the gate's gradients and x's go wrong, not W_up's."""
-    monkeypatch.setattr(activations, "silu_backward", lambda a, dy, s: dy * s)
+    monkeypatch.setattr(activations, "silu_derivative", lambda s, silu: s.copy())
     layer = randomise_params(SwiGLUFeedForward(4, 6, rng=0), np.random.default_rng(0))
     failed = {r.tensor for r in check_layer(layer, randn(2, 3, 4)) if not r.passed}
     assert {"x", "W_gate.W", "W_gate.b"} <= failed and not failed & {"W_up.W", "W_down.W"}

@@ -468,8 +468,9 @@ def test_a_worker_that_cannot_compile_leaves_the_run_going():
 
 
 def test_kernels_quick_run_prints_a_row_for_every_pair():
-    """``benchmarks/kernels.py --quick`` runs every kernel pair once on the
-    tiny config and prints its table (no timing claims here)."""
+    """``benchmarks/kernels.py --quick`` runs every kernel pair once, on the
+    tiny config or, the modern decoder's, on a small llama, and prints its
+    table (no timing claims here)."""
     from minitrans.core import kernels
 
     run = subprocess.run(
@@ -483,7 +484,9 @@ def test_kernels_quick_run_prints_a_row_for_every_pair():
     assert "NumPy" in first_line and "BLAS" in first_line
     rows = [line for line in run.stdout.splitlines() if line.startswith("| ")][1:]
     assert {row.split(" | ")[0][2:] for row in rows} == set(kernels.PAIRS)
-    assert all(" tiny " in row for row in rows)
+    modern = {"sigmoid", "rotate_pairs", "grouped_attention"}
+    assert all((" llama " if row.split(" | ")[0][2:] in modern else " tiny ") in row
+               for row in rows)
 
 
 # ------------------------------------------------------------ ablations.py (issue 16)
