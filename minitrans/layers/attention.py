@@ -24,19 +24,13 @@ class ScaledDotProductAttention(Module):
         dS = P * (dP - rowsum(dP * P))
         dQ = dS K / sqrt(d_k),   dK = dS^T Q / sqrt(d_k)
 
-    The division by sqrt(d_k) is applied to Q, before the product, rather
-    than to the scores after it: (Q / sqrt(d_k)) K^T is the same S, and Q
-    (T_q x d_k per head) is smaller than the scores (T_q x T_k) whenever
-    there are more keys than a head has dimensions. The backward likewise
-    scales dQ, not dS, and dK = dS^T (Q / sqrt(d_k)) takes the scaled Q.
-
     ``groups``: Q may stack the queries of several heads that share one K
     and V (grouped-query attention, ``layers.grouped``): (..., groups *
     T_q, d_k), head after head. Nothing changes but the mask, which then
     broadcasts to (..., groups, T_q, T_k), so that each head's rows meet
-    their own mask; ``attention_weights`` gives (..., groups, T_q, T_k)
-    with the groups merged into the head axis, (B, kv_heads * groups, T_q,
-    T_k) for (B, kv_heads, groups * T_q, d_k) queries.
+    their own mask; ``attention_weights`` gives each head's weights apart,
+    (B, kv_heads * groups, T_q, T_k) for (B, kv_heads, groups * T_q, d_k)
+    queries.
 
     Inputs:
         Q: (..., T_q, d_k)
@@ -53,26 +47,26 @@ class ScaledDotProductAttention(Module):
     def forward(self, Q, K, V, mask=None, groups=1):
         self._check_inputs(Q, K, V, groups)
         scale = 1.0 / math.sqrt(Q.shape[-1])  # a Python float keeps float32
-        Q_scaled = Q * scale  # Q / sqrt(d_k)
-        scores = Q_scaled @ K.swapaxes(-1, -2)  # (..., T_q, T_k), already scaled
+        scores = Q @ K.swapaxes(-1, -2)  # (..., T_q, T_k)
+        scores *= scale
         if groups > 1:  # each head's rows apart, for its mask: (..., groups, T_q / groups, T_k)
             scores = scores.reshape(*scores.shape[:-2], groups, -1, scores.shape[-1])
         if mask is not None:
             checks.check_mask("mask", mask, scores.shape)
         # masked_softmax(scores, mask); the fast version may write over the scores
         P = attention_softmax(scores, mask).reshape(*Q.shape[:-1], K.shape[-2])  # rows stacked
-        self.cache = (Q_scaled, K, V, P, scale, groups)
+        self.cache = (Q, K, V, P, scale, groups)
         return P @ V
 
     def backward(self, dout):
-        Q_scaled, K, V, P, scale, _ = self.saved()
+        Q, K, V, P, scale, _ = self.saved()
         checks.check_same_shape("dout", dout, (*P.shape[:-1], V.shape[-1]))
         dV = P.swapaxes(-1, -2) @ dout  # P^T dout
         dP = dout @ V.swapaxes(-1, -2)
         dS = attention_softmax_backward(P, dP)  # masked entries have P = 0, so dS = 0
+        dS *= scale  # once here, rather than on dQ and dK
         dQ = dS @ K
-        dQ *= scale  # dS K / sqrt(d_k)
-        dK = dS.swapaxes(-1, -2) @ Q_scaled  # dS^T Q / sqrt(d_k)
+        dK = dS.swapaxes(-1, -2) @ Q  # dS^T Q
         return dQ, dK, dV
 
     @property

@@ -224,6 +224,32 @@ def test_k_with_other_d_k_raises_value_error(backend_name, randn):
         ScaledDotProductAttention().forward(Q, randn(B, H, T_K, D_K + 1), V)
 
 
+@pytest.mark.parametrize("groups, expected", [(0, "positive integer"),
+                                               (T_Q + 1, "divisor of the")])
+def test_groups_that_do_not_divide_the_query_rows_are_named(backend_name, randn, groups,
+                                                            expected):
+    Q, K, V = qkv(randn)
+    with pytest.raises(ValueError, match=rf"^groups\b.*{expected}"):
+        ScaledDotProductAttention().forward(Q, K, V, groups=groups)
+
+
+def test_stacked_groups_meet_their_own_masks(backend_name, randn, device):
+    """Two heads' queries stacked as rows against one K and V, a mask per
+    head: the same output and weights as the two heads apart."""
+    xp = minitrans.get_xp()
+    Q, K, V = qkv(randn)  # (B, H, T_Q, D_K): stack the H heads over one K, V head
+    K, V = K[:, :1], V[:, :1]
+    mask = xp.asarray(np.random.default_rng(0).random((B, H, T_Q, T_K)) < 0.7)
+    apart = ScaledDotProductAttention()
+    expected = apart.forward(Q, xp.repeat(K, H, axis=1), xp.repeat(V, H, axis=1), mask=mask)
+    stacked = ScaledDotProductAttention()
+    out = stacked.forward(Q.reshape(B, 1, H * T_Q, D_K), K, V, mask=mask[:, None], groups=H)
+    np.testing.assert_allclose(minitrans.to_numpy(out.reshape(B, H, T_Q, D_V)),
+                               minitrans.to_numpy(expected), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(minitrans.to_numpy(stacked.attention_weights),
+                               minitrans.to_numpy(apart.attention_weights), rtol=1e-5, atol=1e-6)
+
+
 def test_v_with_other_number_of_positions_raises_value_error(backend_name, randn):
     Q, K, _ = qkv(randn)
     with pytest.raises(ValueError, match=r"^V\b"):
