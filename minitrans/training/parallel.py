@@ -85,6 +85,9 @@ class DataParallel:
         self._twins = [list(zip(model.modules(), replica.modules()))
                        for replica in self.replicas[1:]]
         self._modules = [module for replica in self.replicas for module in replica.modules()]
+        # whether replica i + 1's gradients are all zero: the sum after each
+        # step zeroes them, so that its shard need not (see _add_into)
+        self._zeroed = [False] * (workers - 1)
         self.loss_fns = [loss_fn] + [copy.deepcopy(loss_fn) for _ in range(1, workers)]
         self._pool = (
             ThreadPoolExecutor(workers - 1, thread_name_prefix="minitrans-worker")
@@ -131,7 +134,11 @@ class DataParallel:
         (dealt out largest first), so no array is written by two threads,
         and neither thread waits while the other adds them all (the A/B
         runs that kept this: benchmarks/README.md, "What made it faster,
-        measured", third round)."""
+        measured", third round). Each replica gradient is set to zero right
+        after it is added, ready for the next step, on both threads: the
+        replicas' own workers then start their shards at once, instead of
+        zeroing first while the model's worker, whose gradients the caller
+        zeroed, is already computing."""
         if used < 2:
             return
         jobs = []  # (the model's gradient, the replicas' gradients of the same parameter)
@@ -141,6 +148,7 @@ class DataParallel:
                 jobs.append((total, [replica.grads[name] for replica in replicas]))
         jobs.sort(key=lambda job: -job[0].size)
         self._on_workers(_add_into, [(jobs[i::self.workers],) for i in range(self.workers)])
+        self._zeroed[:used - 1] = [True] * (used - 1)
 
     def _on_workers(self, function, calls):
         """[function(*args) for args in calls], the first in this thread and
@@ -157,14 +165,19 @@ class DataParallel:
         """One replica's forward, loss and backward; replicas other than the
         model start from zero gradients."""
         model, loss_fn = self.replicas[index], self.loss_fns[index]
-        if index > 0:  # model.zero_grad(), without walking the tree
-            zero_grads(module for _, module in self._twins[index - 1])
+        if index > 0 and not self._zeroed[index - 1]:  # the first step, or after an error
+            zero_grads(module for _, module in self._twins[index - 1])  # without walking the tree
+        if index > 0:
+            self._zeroed[index - 1] = False  # written below
         loss = loss_fn.forward(model.forward(*inputs), targets)
         model.backward(loss_fn.backward(dloss))
         return loss
 
 
 def _add_into(jobs):
+    """total += part for every part, each part then set to zero (while it is
+    fresh in this core's cache)."""
     for total, parts in jobs:
         for part in parts:
             total += part
+            part.fill(0)

@@ -211,6 +211,39 @@ def test_an_error_in_a_worker_reaches_the_caller(backend_name):
         parallel.forward_backward(inputs, minitrans.to_device(tgt_out))
 
 
+def test_every_step_gives_the_batch_gradient_even_after_a_failed_sum(float64, monkeypatch):
+    """The sum after each step zeroes the replicas' gradients, so a shard
+    starts without zeroing; a step whose sum never ran leaves them written,
+    and the next step zeroes them first. Each step below must give the
+    one-worker gradient: with the replica's old gradients carried over it
+    would be off by them."""
+    inputs, targets = make_batch()
+    _, expected = loss_and_grads(make_model(), 1, inputs, targets)
+    model = make_model()
+    parallel = DataParallel(model, LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=2)
+
+    def step():
+        model.zero_grad()
+        parallel.forward_backward(inputs, targets)
+        return {name: backend.to_numpy(grad) for name, _, grad in model.named_parameters()}
+
+    def failed_sum(used):
+        raise RuntimeError("the sum failed")
+
+    for _ in range(2):
+        got = step()
+        assert all(np.allclose(got[name], expected[name], rtol=1e-12, atol=1e-14)
+                   for name in expected)
+    replica_grads = [grad for _, _, grad in parallel.replicas[1].named_parameters()]
+    assert not any(backend.to_numpy(grad).any() for grad in replica_grads)  # zeroed by the sum
+    monkeypatch.setattr(parallel, "_add_replica_gradients", failed_sum)
+    with pytest.raises(RuntimeError, match="the sum failed"):
+        step()
+    monkeypatch.undo()
+    got = step()
+    assert all(np.allclose(got[name], expected[name], rtol=1e-12, atol=1e-14) for name in expected)
+
+
 def test_blas_threads_are_restored(backend_name):
     from threadpoolctl import threadpool_info
 
