@@ -66,9 +66,9 @@ def sigmoid_reference(a):
     return numerator
 
 
-# The largest whole number whose exponential each float width holds
-# (log of the largest float16, float32, float64: 11.09, 88.72, 709.78).
-_EXP_CAP = {2: 11.0, 4: 88.0, 8: 709.0}
+# The largest whole number whose exponential float32 and float64 hold, by
+# their width in bytes (the logs of their largest numbers: 88.72, 709.78).
+_EXP_CAP = {4: 88.0, 8: 709.0}
 
 
 def sigmoid_fast(a):
