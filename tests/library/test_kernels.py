@@ -60,8 +60,8 @@ class Draw:
         return backend.to_device(host)
 
 
-def _softmax_inputs(d, shape, scale, masked):
-    return d.normal(*shape, scale=scale), (d.mask(*shape) if masked else None)
+def _softmax_inputs(d, shape, scale, masked, shift=0.0):
+    return d.normal(*shape, scale=scale, shift=shift), (d.mask(*shape) if masked else None)
 
 
 def _attention_backward(k, d, shape, masked):
@@ -165,6 +165,8 @@ CASES = {
         lambda k, d: (k(*_softmax_inputs(d, (2, 3, 5, 5), 3.0, masked=False)),),
         lambda k, d: (k(*_softmax_inputs(d, (2, 3, 5, 6), 3.0, masked=True)),),  # row all masked
         lambda k, d: (k(*_softmax_inputs(d, (2, 2, 4, 4), 100.0, masked=True)),),  # spread > 60
+        # every score near 100, close together: one shift per block, not 0
+        lambda k, d: (k(*_softmax_inputs(d, (2, 3, 5, 6), 3.0, masked=True, shift=100.0)),),
         lambda k, d: (k(*_softmax_inputs(d, (1, 1, 1, 6), 1.0, masked=False)),),  # batch of one
     ],
     "attention_softmax_backward": [
