@@ -74,7 +74,7 @@ def restore(trainer, path, arrays, records):
                    and not k.startswith((*ADAM_MOMENTS, WEIGHTS)))
     if other:
         raise checkpoint.CheckpointError(f"{path}: optimizer state Adam has not: {other[:3]}")
-    if records["optimizer_step"] > 0 or any(k.startswith("optim/") for k in arrays):
+    if records["optimizer_step"] > 0 or any(k.startswith(ADAM_MOMENTS) for k in arrays):
         for prefix in ADAM_MOMENTS:  # every parameter has them after one step
             checkpoint.check_arrays(path, arrays, prefix, trainer.model, "optimizer state")
     cut = len("optim/")

@@ -137,6 +137,20 @@ def test_averaging_may_start_or_stop_when_a_run_is_resumed(tmp_path):
     _assert_same(_host(stopped.model), _host(averaged.model))
 
 
+def test_a_checkpoint_saved_before_the_first_step_restores(tmp_path):
+    """Before any step the file holds the weights under optim/weights/ and
+    no moments of Adam yet: neither is missing."""
+    trainer = _trainer(tmp_path)
+    trainer.save(trainer.checkpoint_path)
+    arrays, records = checkpoint.load_checkpoint(trainer.checkpoint_path)
+    assert any(key.startswith("optim/weights/") for key in arrays)
+    assert not any(key.startswith("optim/m/") for key in arrays)
+    restored = _trainer(tmp_path / "again")
+    restored.restore(trainer.checkpoint_path, arrays, records)
+    _assert_same(_host(restored.model), _host(trainer.model))
+    _assert_same(_host(restored.evaluated_model), _host(trainer.evaluated_model))
+
+
 def test_a_checkpoint_whose_weights_are_missing_a_parameter_is_refused(tmp_path):
     trainer = _trainer(tmp_path, steps=3)
     trainer.fit()
