@@ -165,9 +165,9 @@ class DataParallel:
         """One replica's forward, loss and backward; replicas other than the
         model start from zero gradients."""
         model, loss_fn = self.replicas[index], self.loss_fns[index]
-        if index > 0 and not self._zeroed[index - 1]:  # the first step, or after an error
-            zero_grads(module for _, module in self._twins[index - 1])  # without walking the tree
         if index > 0:
+            if not self._zeroed[index - 1]:  # the first step, or after an error
+                zero_grads(module for _, module in self._twins[index - 1])  # no tree walk
             self._zeroed[index - 1] = False  # written below
         loss = loss_fn.forward(model.forward(*inputs), targets)
         model.backward(loss_fn.backward(dloss))

@@ -232,10 +232,11 @@ class Trainer:
         """The held-out pairs an evaluation measures."""
         return self.task.valid[: self.config.eval_pairs]
 
-    def teacher_forced_metrics(self):
-        """Held-out loss and token accuracy (``evaluation.teacher_forced_metrics``)."""
-        return evaluation.teacher_forced_metrics(self.evaluated_model, self.task,
-                                                 self.held_out_pairs(),
+    def teacher_forced_metrics(self, model=None):
+        """Held-out loss and token accuracy (``evaluation.teacher_forced_metrics``)
+        of ``model``, by default the evaluated one."""
+        model = self.evaluated_model if model is None else model
+        return evaluation.teacher_forced_metrics(model, self.task, self.held_out_pairs(),
                                                  label_smoothing=self.config.label_smoothing)
 
     def save_plots(self):
@@ -265,9 +266,7 @@ class Trainer:
         the average trails them and would show a divergence only later."""
         losses = [held_out_loss]
         if self.average is not None:
-            losses.append(evaluation.teacher_forced_metrics(
-                self.model, self.task, self.held_out_pairs(),
-                label_smoothing=self.config.label_smoothing)["loss"])
+            losses.append(self.teacher_forced_metrics(self.model)["loss"])
         for loss in losses:
             diverged = held_out_divergence(self.history["loss"], loss)
             if diverged:
