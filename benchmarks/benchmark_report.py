@@ -33,7 +33,8 @@ def per_step(result, label):
 
 
 def untuned_ratio(result):
-    """minitrans / PyTorch with glibc's default malloc, or None if not run."""
+    """minitrans / PyTorch with glibc's default malloc (and PyTorch's
+    default Adam, since 2026-11-27), or None if not run."""
     steps = median_steps(result)
     if "minitrans default" not in steps or "torch default" not in steps:
         return None
@@ -85,7 +86,7 @@ def training_table(results):
                                 else ("peak_rss", "peak RSS"))
     compiled = any("compile" in result for result in results["configs"].values())
     columns = ["config", "minitrans step", "PyTorch step", "ratio" if gpu else "ratio (target)",
-               "ratio, glibc default malloc"]
+               "ratio, untuned (glibc default malloc, PyTorch's default Adam)"]
     columns += ["torch.compile step (minitrans / it; compile time)"] if compiled else []
     columns += ["tokens/s minitrans / PyTorch", "GFLOP/s minitrans / PyTorch (% of peak)",
                 f"{memory_title} minitrans / PyTorch (ratio)", "time in matmul", "targets met"]
@@ -236,15 +237,18 @@ def header(results):
              f"{machine['blas_threads']} BLAS thread(s))" if workers > 1 else "")
     variables = machine.get("kernel_variables")
     variables = ", ".join(variables) if variables else "OPENBLAS_CORETYPE unset"
-    seen = next(iter(results["configs"].values()), {}).get("allocators", {})
-    allocators = "; ".join(f"{label}: {text}" for label, text in seen.items())
+    first = next(iter(results["configs"].values()), {})
+    allocators = "; ".join(f"{label}: {text}" for label, text in first.get("allocators", {}).items())
+    adams = "; ".join(f"{label}: {text}" for label, text in first.get("adam", {}).items()
+                      if label != "minitrans" and not label.startswith("minitrans "))
     arch = f" ({machine['arch']})" if machine.get("arch") else ""
     return (
         f"{machine['date']}, {machine['cpu']}{arch} with {machine['cores']} cores; "
         f"NumPy {machine['numpy']} BLAS: {machine.get('numpy_blas', 'not recorded')}; "
         f"PyTorch {machine['torch']} BLAS: {machine.get('torch_blas', 'not recorded')}; "
         f"{variables}; Python {machine['python']}; {machine['threads']} threads{split}, "
-        f"device {machine['device']}, float32; allocators: {allocators or 'not recorded'}. "
+        f"device {machine['device']}, float32; allocators: {allocators or 'not recorded'}; "
+        f"PyTorch's Adam: {adams or 'not recorded (its default, before 2026-11-27)'}. "
         f"Matrix-product peak measured in this run: {results['peak_flops'] / 1e9:.0f} GFLOP/s."
     )
 

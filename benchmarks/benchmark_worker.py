@@ -14,6 +14,7 @@ import numpy as np
 from allocators import allocator_in_use
 
 BATCHES = 4  # distinct batches, used in turn
+ADAM_SETTINGS = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9)  # both libraries' Adam
 DECODE_BATCH, DECODE_LENGTH = 32, 64
 
 
@@ -82,7 +83,7 @@ class MinitransRunner:
         self.model = Transformer(
             model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1), rng=0
         )
-        self.optimizer = Adam(self.model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.optimizer = Adam(self.model, **ADAM_SETTINGS)
         self.loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=0)
         workers, blas_threads = minitrans_threads(device, threads, workers)
         self.parallel = DataParallel(self.model, self.loss_fn, workers, blas_threads)
@@ -212,31 +213,33 @@ def one_line(error):
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def make_runner(kind, sizes, device, threads, workers=None):
+def make_runner(kind, sizes, device, threads, workers=None, fused_adam=True):
     """kind: "minitrans", "torch" or "torch.compile"; sizes with
     ``model="llama"``: the decoder-only pair of llama_runner.py (PyTorch's
-    side transformers' LlamaForCausalLM), otherwise the encoder-decoder."""
+    side transformers' LlamaForCausalLM), otherwise the encoder-decoder.
+    ``fused_adam``: PyTorch's fused Adam, or (False) its default."""
+    compiled = kind == "torch.compile"
     if sizes.get("model") == "llama":
         from llama_runner import MinitransLlamaRunner, TorchLlamaRunner  # noqa: E402
 
         if kind == "minitrans":
             return MinitransLlamaRunner(sizes, device, threads, workers)
-        return TorchLlamaRunner(sizes, device, threads, compiled=kind == "torch.compile")
+        return TorchLlamaRunner(sizes, device, threads, compiled, fused_adam)
     if kind == "minitrans":
         return MinitransRunner(sizes, device, threads, workers)
     from torch_runner import TorchRunner  # noqa: E402  (it imports this module)
 
-    return TorchRunner(sizes, device, threads, compiled=kind == "torch.compile")
+    return TorchRunner(sizes, device, threads, compiled, fused_adam)
 
 
-def serve(kind, sizes, device, threads, workers=None):
+def serve(kind, sizes, device, threads, workers=None, fused_adam=True):
     """Answer the parent's requests until it closes stdin. A request that
     fails (a compilation that cannot run, say) is answered with its error,
     {"error": one line}, and the worker waits for the next."""
     answers = sys.stdout
     sys.stdout = sys.stderr  # keep the answer channel clean of anything the libraries print
     baseline = rss_bytes()  # after importing NumPy, before the library under test
-    runner = make_runner(kind, sizes, device, threads, workers)
+    runner = make_runner(kind, sizes, device, threads, workers, fused_adam)
     for line in sys.stdin:
         request = json.loads(line)
         try:
@@ -251,7 +254,7 @@ def serve(kind, sizes, device, threads, workers=None):
 def answer_request(runner, request, baseline):
     action = request["do"]
     if action == "ready":
-        return {"allocator": allocator_in_use()}
+        return {"allocator": allocator_in_use(), "adam": getattr(runner, "adam", "minitrans's")}
     if action == "train":
         return train(runner, request["steps"])
     if action == "profile":

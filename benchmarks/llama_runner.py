@@ -15,8 +15,8 @@ encoder-decoder configs' steps are.
 
 import numpy as np
 
-from benchmark_worker import BATCHES, MinitransRunner, minitrans_threads
-from torch_runner import TorchRunner
+from benchmark_worker import ADAM_SETTINGS, BATCHES, MinitransRunner, minitrans_threads
+from torch_runner import TorchRunner, torch_adam
 
 LLAMA_BATCH_SEED = 0
 
@@ -118,7 +118,7 @@ class MinitransLlamaRunner(MinitransRunner):
         minitrans.use("cupy" if device == "gpu" else "numpy", dtype="float32")
         self.minitrans, self.device = minitrans, device
         self.model = DecoderOnlyLM(llama_model_config(sizes), rng=0)
-        self.optimizer = Adam(self.model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.optimizer = Adam(self.model, **ADAM_SETTINGS)
         self.loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=self.model.config.pad_id)
         workers, blas_threads = minitrans_threads(device, threads, workers)
         self.parallel = DataParallel(self.model, self.loss_fn, workers, blas_threads)
@@ -143,11 +143,13 @@ class MinitransLlamaRunner(MinitransRunner):
 
 class TorchLlamaRunner(TorchRunner):
     """transformers' LlamaForCausalLM of the same sizes and weights, eager
-    attention, trained with torch.optim.Adam; with ``compiled=True``,
-    ``torch.compile`` of the model (the loss and Adam stay eager). The
-    timing, products and memory methods are TorchRunner's."""
+    attention, trained with torch.optim.Adam (fused unless ``fused_adam`` is
+    False, as TorchRunner's); with ``compiled=True``, ``torch.compile`` of
+    the model (the loss and Adam stay eager). The timing, products and
+    memory methods are TorchRunner's."""
 
-    def __init__(self, sizes, device, threads, compiled=False):  # noqa: D107 (not super's)
+    def __init__(self, sizes, device, threads, compiled=False,  # noqa: D107 (not super's)
+                 fused_adam=True):
         import torch
         from transformers import LlamaForCausalLM
 
@@ -164,9 +166,7 @@ class TorchLlamaRunner(TorchRunner):
         self.model.train()
         # compiled lazily, on the first step: the first step's time includes it
         self.forward = torch.compile(self.model) if compiled else self.model
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9
-        )
+        self.optimizer, self.adam = torch_adam(torch, self.model.parameters(), fused_adam)
         self.batches = [tuple(torch.from_numpy(a).to(self.device) for a in batch)
                         for batch in make_token_batches(sizes)]
         self.count = 0

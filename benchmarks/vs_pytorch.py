@@ -24,7 +24,8 @@ its own peak memory and allocator), with the same number of threads:
 PyTorch's own threads, and minitrans's training step as its Trainer runs it,
 the batch split over that many worker threads (minitrans.training.parallel).
 Both run with an allocator that keeps freed memory (benchmarks/allocators.py),
-and, for the untuned column, a second pair with glibc's malloc as it comes.
+and PyTorch with its fused Adam (benchmarks/torch_runner.py); for the untuned
+column, a second pair with glibc's malloc and PyTorch's Adam as they come.
 The parent asks the workers for steps in turn, A B C D ..., so that a slow
 minute of the machine hits all alike, and reports the median step time of
 each and their ratios. See benchmarks/README.md for what every column means.
@@ -74,11 +75,13 @@ PROFILE_STEPS = 4  # of the pass that times the matrix products: more steps, a s
 # before every turn (benchmarks/README.md, "How it measures"); not on a GPU.
 PAUSE_SECONDS = 0.3
 # The workers of one config, in the order of their turns: (label, library,
-# allocator), where None stands for --allocator. The untuned pair runs unless
-# --no-untuned or --allocator default; torch.compile's only with --compile.
-TUNED = (("minitrans", "minitrans", None), ("torch", "torch", None))
-UNTUNED = (("minitrans default", "minitrans", "default"), ("torch default", "torch", "default"))
-COMPILED = (("torch.compile", "torch.compile", None),)
+# allocator, PyTorch's fused Adam), where None stands for --allocator. The
+# untuned pair runs unless --no-untuned or --allocator default: PyTorch as
+# it comes, its default malloc and Adam. torch.compile's only with --compile.
+TUNED = (("minitrans", "minitrans", None, True), ("torch", "torch", None, True))
+UNTUNED = (("minitrans default", "minitrans", "default", False),
+           ("torch default", "torch", "default", False))
+COMPILED = (("torch.compile", "torch.compile", None, True),)
 SPECIALS = 4  # ids 0..3 are <pad>, <bos>, <eos>, <unk>; the batches use the others
 
 
@@ -89,7 +92,7 @@ class Worker:
     """A child process that runs one implementation (minitrans, torch or
     torch.compile) with one allocator; one JSON line per request."""
 
-    def __init__(self, kind, config, args, allocator=None):
+    def __init__(self, kind, config, args, allocator=None, fused_adam=True):
         self.pause, self.kind = args.pause, kind
         env = {**worker_env(allocator or args.allocator), **thread_env(args.threads),
                "CUPY_TF32": "0"}  # CuPy's float32 products in full precision, as PyTorch's
@@ -99,9 +102,12 @@ class Worker:
             command += ["--quick"]  # the config's quick sizes
         if args.workers is not None:
             command += ["--workers", str(args.workers)]
+        if not fused_adam:
+            command += ["--unfused-adam"]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         text=True, env=env)
-        self.allocator = self.ask({"do": "ready"})["allocator"]  # as the worker sees it
+        ready = self.ask({"do": "ready"})
+        self.allocator, self.adam = ready["allocator"], ready["adam"]  # as the worker sees them
 
     def ask(self, request, errors=False):
         """The worker's answer to ``request``; its error raises RuntimeError
@@ -152,7 +158,8 @@ def thread_env(threads):
 def start_workers(name, args):
     """{label: Worker} for one config, in the order of their turns."""
     plan = TUNED + (UNTUNED if args.untuned else ()) + (COMPILED if args.compile else ())
-    return {label: Worker(kind, name, args, allocator) for label, kind, allocator in plan}
+    return {label: Worker(kind, name, args, allocator, fused)
+            for label, kind, allocator, fused in plan}
 
 
 def warm_up(workers, result):
@@ -183,6 +190,7 @@ def compare_training(name, args):
     share for one config."""
     workers = start_workers(name, args)
     result = {"allocators": {label: worker.allocator for label, worker in workers.items()},
+              "adam": {label: worker.adam for label, worker in workers.items()},
               "sizes": config_sizes(name, args.quick)}
     warm_up(workers, result)
     result["times"] = {label: [] for label in workers}
@@ -294,6 +302,7 @@ def main():
     )
     parser.add_argument("--json", help="also write the raw measurements here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--unfused-adam", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
     set_device_defaults(args)
@@ -301,7 +310,7 @@ def main():
         from benchmark_worker import serve  # noqa: E402  (imports the libraries)
 
         return serve(args.worker, config_sizes(args.config, args.quick), args.device,
-                     args.threads, args.workers)
+                     args.threads, args.workers, fused_adam=not args.unfused_adam)
     default = ["tiny", *LLAMA_CONFIGS] if args.quick else list(ALL_CONFIGS)
     names = args.configs.split(",") if args.configs else default
     unknown = [name for name in names if name not in ALL_CONFIGS]

@@ -205,7 +205,10 @@ def test_vs_pytorch_quick_run_reports():
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "| tiny |" in run.stdout and "2 worker threads" in run.stdout
-    assert "ratio, glibc default malloc" in run.stdout and "| tiny | glibc default |" in run.stdout
+    assert "ratio, untuned (glibc default malloc" in run.stdout
+    assert "| tiny | glibc default |" in run.stdout
+    # the tuned PyTorch trains with its fused Adam, the untuned with its default
+    assert "PyTorch's Adam: torch: fused; torch default: PyTorch's default" in run.stdout
     assert "| llama" not in run.stdout  # --configs is obeyed by --quick too
     assert "NumPy" in run.stdout.splitlines()[0] and "BLAS" in run.stdout.splitlines()[0]
     assert (
@@ -377,6 +380,8 @@ def _full_results(compile_result):
         "machine": _machine(),
         "configs": {"tiny": {
             "allocators": {"minitrans": "glibc malloc, tuned", "torch": "glibc malloc, tuned"},
+            "adam": {"minitrans": "minitrans's", "torch": "fused",
+                     "torch default": "PyTorch's default (for-loop)"},
             "times": {label: [step] * 10 for label, step in steps.items()},
             "rusage": {label: {"faults": faults, "system_seconds": system, "steps": 10}
                        for label, (faults, system) in rusage.items()},
@@ -391,7 +396,8 @@ def _full_results(compile_result):
 
 def test_the_report_shows_the_untuned_ratio_and_torch_compile():
     table = report(_full_results({"seconds": 31.4})).split("\n\n")[1].splitlines()
-    assert "| ratio (target) | ratio, glibc default malloc | torch.compile step" in table[0]
+    assert ("| ratio (target) | ratio, untuned (glibc default malloc, PyTorch's default Adam) "
+            "| torch.compile step") in table[0]
     assert table[2].startswith(
         "| tiny | 100 ms | 125 ms | 0.80 (<= 1.5) | 0.55 | 80 ms (1.25; compiled in 31 s) |")
 
@@ -415,7 +421,8 @@ def test_the_first_line_names_the_cpu_and_the_blas_kernels():
     assert first.startswith("2026-11-24, Some CPU 9000 (x86_64) with 2 cores; ")
     for field in ("NumPy 2.4.6 BLAS: openblas 0.3.31, SkylakeX kernels",
                   "PyTorch 2.13.0+cpu BLAS: mkl 2024.2, CPU capability AVX512",
-                  "OPENBLAS_CORETYPE=Haswell", "allocators: minitrans: glibc malloc, tuned"):
+                  "OPENBLAS_CORETYPE=Haswell", "allocators: minitrans: glibc malloc, tuned",
+                  "PyTorch's Adam: torch: fused; torch default: PyTorch's default (for-loop)."):
         assert field in first
     results = _full_results({"seconds": 30.0})
     results["machine"]["kernel_variables"] = []
@@ -603,6 +610,7 @@ def test_the_llama_workers_build_the_same_model():
             theirs = make_runner("torch", LLAMA_TINY, "cpu", threads=1)
             assert isinstance(ours, MinitransLlamaRunner)
             assert isinstance(theirs, TorchLlamaRunner)
+            assert theirs.adam == "fused" and theirs.optimizer.defaults["fused"]
             ours_count, theirs_count = parameter_counts(ours, theirs)
             assert ours_count == theirs_count == ours.model.config.parameter_count() > 0
             config = theirs.model.config
@@ -613,6 +621,32 @@ def test_the_llama_workers_build_the_same_model():
                 assert np.isfinite(loss) and loss == pytest.approx(torch_loss, rel=1e-5)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_pytorch_trains_with_its_fused_adam_unless_told_otherwise():
+    """The reference's best documented setting: PyTorch's documentation
+    ranks its fused Adam fastest. The untuned worker takes its default, and
+    a PyTorch without a fused kernel for the device falls back to that
+    default, saying why."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    from torch_runner import torch_adam
+
+    parameters = [torch.nn.Parameter(torch.zeros(3))]
+    fused, words = torch_adam(torch, parameters, fused=True)
+    assert fused.defaults["fused"] and words == "fused"
+    default, words = torch_adam(torch, parameters, fused=False)
+    assert not default.defaults["fused"] and words == "PyTorch's default (for-loop)"
+
+    class NoFusedKernel:  # a PyTorch whose Adam refuses fused=True
+        class optim:
+            @staticmethod
+            def Adam(parameters, fused=None, **settings):
+                if fused:
+                    raise RuntimeError("`fused=True` requires all the params to be CUDA")
+                return ("Adam", settings)
+
+    optimizer, words = torch_adam(NoFusedKernel, parameters, fused=True)
+    assert optimizer[0] == "Adam" and words.startswith("PyTorch's default (fused: RuntimeError")
 
 
 def test_the_llama_config_is_skipped_without_transformers():
