@@ -13,10 +13,16 @@ threshold, best of ``--rounds`` rounds of several steps, one BLAS thread.
 It also times the flat update (``minitrans/training/flat_state.py``: all
 gradients, m and v as views of three flat arrays, on one thread), the
 measurement behind ``Adam.FLAT_NUMBERS``, up to which Adam takes it.
+
+Where PyTorch is installed it times PyTorch's Adam on the same shapes too,
+on two threads, as vs_pytorch.py runs it: its default implementation on
+the CPU (a for-loop over the parameters) and the fused one that
+vs_pytorch.py gives it, with minitrans's choice over the fused one.
 """
 
 import argparse
 import datetime
+import importlib.util
 import os
 import platform
 import time
@@ -61,6 +67,34 @@ def adam_milliseconds(model, threads, steps, rounds, flat=False):
     return best
 
 
+def torch_adam_milliseconds(model, fused, steps, rounds, threads=2):
+    """Best of ``rounds`` rounds: milliseconds per step of PyTorch's Adam over
+    tensors of the model's shapes (every gradient 1e-3), on ``threads``
+    threads; ``fused``: its fused implementation, else its default."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        params = [torch.nn.Parameter(torch.from_numpy(np.array(param)))
+                  for _, param, _ in model.named_parameters()]
+        for param in params:
+            param.grad = torch.full_like(param, 1e-3)
+        optimizer = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+                                     fused=True if fused else None)
+        for _ in range(3):
+            optimizer.step()
+        best = float("inf")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(steps):
+                optimizer.step()
+            best = min(best, (time.perf_counter() - start) / steps * 1e3)
+        return best
+    finally:
+        torch.set_num_threads(before)
+
+
 def main(argv=None):
     import minitrans
     from minitrans.training.optim import Adam, Optimizer
@@ -81,9 +115,13 @@ def main(argv=None):
           f"{np.__version__}; Python {platform.python_version()}; one BLAS thread; "
           f"THREADED_NUMBERS = {Optimizer.THREADED_NUMBERS:,}, FLAT_NUMBERS = "
           f"{Adam.FLAT_NUMBERS:,}.\n")
-    print("| config | parameters | 1 thread | 2 threads | 2 / 1 | flat, 1 thread | flat / 1 "
-          "| the optimiser uses |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    with_torch = importlib.util.find_spec("torch") is not None
+    columns = ["config", "parameters", "1 thread", "2 threads", "2 / 1", "flat, 1 thread",
+               "flat / 1", "the optimiser uses"]
+    if with_torch:
+        columns += ["PyTorch, default", "PyTorch, fused", "minitrans / fused"]
+    print("| " + " | ".join(columns) + " |")
+    print("| " + " | ".join(["---"] * len(columns)) + " |")
     with threadpool_limits(1, user_api="blas"):
         for name in names:
             model = build_model(name)
@@ -96,8 +134,14 @@ def main(argv=None):
             count = model.num_parameters()
             chosen = ("flat" if count <= Adam.FLAT_NUMBERS else
                       "2 threads" if count >= Optimizer.THREADED_NUMBERS else "1 thread")
-            print(f"| {name} | {count:,} | {one:.2f} ms | {two:.2f} ms | {two / one:.2f} | "
-                  f"{flat:.2f} ms | {flat / one:.2f} | {chosen} |")
+            cells = [name, f"{count:,}", f"{one:.2f} ms", f"{two:.2f} ms", f"{two / one:.2f}",
+                     f"{flat:.2f} ms", f"{flat / one:.2f}", chosen]
+            if with_torch:
+                ours = {"flat": flat, "2 threads": two, "1 thread": one}[chosen]
+                default, fused = (torch_adam_milliseconds(model, fused, steps, args.rounds)
+                                  for fused in (False, True))
+                cells += [f"{default:.2f} ms", f"{fused:.2f} ms", f"{ours / fused:.2f}"]
+            print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

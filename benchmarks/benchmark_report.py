@@ -238,7 +238,8 @@ def header(results):
     variables = machine.get("kernel_variables")
     variables = ", ".join(variables) if variables else "OPENBLAS_CORETYPE unset"
     first = next(iter(results["configs"].values()), {})
-    allocators = "; ".join(f"{label}: {text}" for label, text in first.get("allocators", {}).items())
+    seen = first.get("allocators", {})
+    allocators = "; ".join(f"{label}: {text}" for label, text in seen.items())
     adams = "; ".join(f"{label}: {text}" for label, text in first.get("adam", {}).items()
                       if label != "minitrans" and not label.startswith("minitrans "))
     arch = f" ({machine['arch']})" if machine.get("arch") else ""
