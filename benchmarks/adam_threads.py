@@ -56,13 +56,19 @@ def adam_milliseconds(model, threads, steps, rounds, flat=False):
     optimizer = Adam(model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9, threads=threads)
     optimizer.THREADED_NUMBERS = 0  # on ``threads`` threads whatever the size
     optimizer.FLAT_NUMBERS = float("inf") if flat else -1
+    return best_milliseconds(optimizer.step, steps, rounds)
+
+
+def best_milliseconds(step, steps, rounds):
+    """Milliseconds per call of ``step``: after 3 calls to warm up, the best
+    of ``rounds`` rounds of ``steps`` calls."""
     for _ in range(3):
-        optimizer.step()
+        step()
     best = float("inf")
     for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(steps):
-            optimizer.step()
+            step()
         best = min(best, (time.perf_counter() - start) / steps * 1e3)
     return best
 
@@ -82,15 +88,7 @@ def torch_adam_milliseconds(model, fused, steps, rounds, threads=2):
             param.grad = torch.full_like(param, 1e-3)
         optimizer = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
                                      fused=True if fused else None)
-        for _ in range(3):
-            optimizer.step()
-        best = float("inf")
-        for _ in range(rounds):
-            start = time.perf_counter()
-            for _ in range(steps):
-                optimizer.step()
-            best = min(best, (time.perf_counter() - start) / steps * 1e3)
-        return best
+        return best_milliseconds(optimizer.step, steps, rounds)
     finally:
         torch.set_num_threads(before)
 
