@@ -24,6 +24,31 @@ def median_steps(result):
     return {label: statistics.median(times) for label, times in result["times"].items() if times}
 
 
+def round_ratios(result):
+    """minitrans / PyTorch of each round: the mean step of minitrans's turn
+    over the mean step of PyTorch's turn right after it. None where the run
+    did not record its steps per turn (before 2026-11-27)."""
+    per_turn = result.get("steps_per_turn")
+    if not per_turn:
+        return None
+    ours, theirs = (result["times"][label] for label in ("minitrans", "torch"))
+    return [statistics.fmean(ours[start:start + per_turn])
+            / statistics.fmean(theirs[start:start + per_turn])
+            for start in range(0, min(len(ours), len(theirs)), per_turn)]
+
+
+def spread_cell(result):
+    """The middle half of the rounds' own ratios, "q1 to q3": how far a
+    moment of the machine moves the ratio. Four rounds at least."""
+    ratios = round_ratios(result)
+    if ratios is None:
+        return "n/a"
+    if len(ratios) < 4:
+        return f"n/a ({len(ratios)} rounds)"
+    first, _, third = statistics.quantiles(ratios, n=4)
+    return f"{first:.2f} to {third:.2f}"
+
+
 def per_step(result, label):
     """(page faults, system seconds) per timed step of one worker, or None."""
     usage = result.get("rusage", {}).get(label)
@@ -86,6 +111,7 @@ def training_table(results):
                                 else ("peak_rss", "peak RSS"))
     compiled = any("compile" in result for result in results["configs"].values())
     columns = ["config", "minitrans step", "PyTorch step", "ratio" if gpu else "ratio (target)",
+               "rounds' ratios, middle half",
                "ratio, untuned (glibc default malloc, PyTorch's default Adam)"]
     columns += ["torch.compile step (minitrans / it; compile time)"] if compiled else []
     columns += ["tokens/s minitrans / PyTorch", "GFLOP/s minitrans / PyTorch (% of peak)",
@@ -111,7 +137,7 @@ def training_table(results):
         untuned = untuned_ratio(result)
         cells = [config_cell(name, result), f"{ours * 1e3:.0f} ms", f"{theirs * 1e3:.0f} ms",
                  f"{ratio:.2f}" + ("" if gpu else f" (<= {TARGET_RATIO[name]})"),
-                 "n/a" if untuned is None else f"{untuned:.2f}"]
+                 spread_cell(result), "n/a" if untuned is None else f"{untuned:.2f}"]
         cells += [compile_cell(result, ours) or "n/a"] if compiled else []
         cells += [f"{tokens / ours:,.0f} / {tokens / theirs:,.0f}", flop_text,
                   f"{rss['minitrans'] / MB:.0f} / {rss['torch'] / MB:.0f} MB ({rss_ratio:.2f})",

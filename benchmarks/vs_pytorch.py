@@ -191,6 +191,7 @@ def compare_training(name, args):
     workers = start_workers(name, args)
     result = {"allocators": {label: worker.allocator for label, worker in workers.items()},
               "adam": {label: worker.adam for label, worker in workers.items()},
+              "steps_per_turn": STEPS_PER_TURN[name],
               "sizes": config_sizes(name, args.quick)}
     warm_up(workers, result)
     result["times"] = {label: [] for label in workers}
