@@ -1,5 +1,7 @@
 """The output side: log-softmax and cross-entropy with label smoothing."""
 
+import math
+
 from minitrans.core import backend, checks, kernels
 from minitrans.layers.module import Module
 from minitrans.ops.softmax import log_softmax, log_softmax_backward
@@ -154,12 +156,15 @@ def smoothed_targets(targets, vocab_size, eps, dtype=None):
 # The loss and its gradient are kernel pairs. Both versions return the loss
 # with exps = exp(logits - shift) and their row sums, for the backward's
 # p = softmax(logits) = exps / total: the reference shifts each row by its
-# maximum, the fast version by one number for all rows where that is safe.
+# maximum, the fast version by 0 where that is safe (below).
 
-# Without a shift, exp(logits) neither overflows nor loses a whole row while
-# every row's largest logit lies within this of 0: exp(60) times a vocabulary
-# of a million is far below float32's largest number (about exp(88.7)), and
-# exp(-60), about 1e-26, is a normal float32 number.
+# Without a shift, exp(logits) is kept where every row's sum of exponentials
+# lies within exp(-60) and exp(60). Then no row's largest logit is above 60
+# (its exponential is part of the sum), so exp overflowed nowhere, and none
+# is below -60 - log V, so no row lost everything to underflow: with a
+# vocabulary of a million, exp(-74) is still a normal float32 number (the
+# smallest is about exp(-87)). A NaN logit makes its row's sum NaN, which
+# fails the test too.
 UNSHIFTED_RANGE = 60.0
 
 
@@ -191,29 +196,45 @@ def smoothed_cross_entropy_fast(logits, targets, weights, eps, exps_buffer):
     and the sums over V are matrix products (minitrans.ops.sums).
 
     On the CPU the logits are usually not shifted at all: log-sum-exp holds
-    for any shift, and while every row's maximum lies within
-    UNSHIFTED_RANGE of 0 the shift 0 is safe, which saves a pass over the
-    (..., V) logits, the largest array of a step. Otherwise (and on a
+    for any shift, so exp is first taken of the logits themselves, and kept
+    where every row's sum of exponentials lies within exp(+-UNSHIFTED_RANGE)
+    (above). That saves a pass over the (..., V) logits, the largest array
+    of a step, which the row maxima would take. Otherwise (and on a
     device, where deciding would make the CPU wait) each row is shifted by
     its maximum, as in the reference. Timed against the reference by
     ``python benchmarks/kernels.py``.
     """
     xp = backend.get_xp()
-    row_max = logits.max(axis=-1, keepdims=True)
-    if backend.on_device() or float(abs(row_max).max()) > UNSHIFTED_RANGE:
-        shifted = xp.subtract(logits, row_max, out=exps_buffer)
+    unshifted = None if backend.on_device() else unshifted_exps(logits, exps_buffer)
+    if unshifted is None:  # each row shifted by its maximum, as in the reference
+        shifted = xp.subtract(logits, logits.max(axis=-1, keepdims=True), out=exps_buffer)
     else:
-        shifted = logits  # shift 0: exp below reads the logits themselves
+        shifted = logits  # shift 0: the buffer already holds exp(logits)
     target_shifted = xp.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
     # without smoothing the mean is not needed: a pass over (..., V) saved
     mean_shifted = mean_last_fast(shifted)[..., 0] if eps else 0.0
-    exps = xp.exp(shifted, out=exps_buffer)  # over shifted itself, or from the logits
-    total = sum_last_fast(exps)
+    if unshifted is None:
+        exps = xp.exp(shifted, out=exps_buffer)  # over shifted itself
+        total = sum_last_fast(exps)
+    else:
+        exps, total = unshifted
     log_total = xp.log(total[..., 0])
     per_token = (1.0 - eps) * (log_total - target_shifted)  # (1 - eps) * (-log p_target)
     if eps:
         per_token += eps * (log_total - mean_shifted)  # eps * mean_v(-log p_v)
     return xp.asarray((per_token * weights).sum()), exps, total
+
+
+def unshifted_exps(logits, exps_buffer):
+    """(exps, total): exp(logits) in ``exps_buffer`` and its row sums, (..., 1),
+    where no shift is needed (every row's sum within exp(+-UNSHIFTED_RANGE));
+    else None, and the buffer is scratch."""
+    xp = backend.get_xp()
+    with xp.errstate(over="ignore"):  # an overflow fails the test below: shifted instead
+        exps = xp.exp(logits, out=exps_buffer)
+    total = sum_last_fast(exps)
+    low, high = math.exp(-UNSHIFTED_RANGE), math.exp(UNSHIFTED_RANGE)
+    return (exps, total) if bool(((total >= low) & (total <= high)).all()) else None
 
 
 def smoothed_cross_entropy_backward_reference(dloss, exps, total, targets, weights, eps):

@@ -84,6 +84,17 @@ def _loss(k, d, shape, vocab_size, scale, eps=0.1):
     return loss, exps / total
 
 
+def _loss_shifted_rows(k, d, offsets, vocab_size=13, eps=0.1):
+    """_loss with each row's logits moved by its offset: far above 60, its
+    exponentials overflow unshifted; far below -60, they all underflow.
+    Either way the fast version must shift, and still agree."""
+    logits, targets, weights = _loss_inputs(d, (len(offsets),), vocab_size, 2.0)
+    logits = logits + backend.from_host(np.array(offsets))[:, None]
+    loss_value, exps, total = k(logits, targets, weights, eps,
+                                backend.get_xp().empty_like(logits))
+    return loss_value, exps / total
+
+
 def _loss_backward(k, d, shape, vocab_size, dloss, eps=0.1):
     logits, targets, weights = _loss_inputs(d, shape, vocab_size, 3.0)
     _, exps, total = loss.smoothed_cross_entropy.reference(logits, targets, weights, eps)
@@ -194,6 +205,9 @@ CASES = {
         lambda k, d: _loss(k, d, (2, 4), 70, 1e3),  # large logits: no NaN
         lambda k, d: _loss(k, d, (1, 1), 9, 1.0),
         lambda k, d: _loss(k, d, (3, 5), 11, 3.0, eps=0.0),  # no smoothing: no mean taken
+        lambda k, d: _loss_shifted_rows(k, d, [0.0, 150.0, 3.0]),  # one row overflows
+        lambda k, d: _loss_shifted_rows(k, d, [-150.0, -200.0]),  # every exp underflows
+        lambda k, d: _loss_shifted_rows(k, d, [50.0, -50.0]),  # near the edges
     ],
     "smoothed_cross_entropy_backward": [
         lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0),

@@ -266,3 +266,29 @@ def test_the_short_backward_equals_softmax_minus_the_smoothed_targets(float64, r
     np.testing.assert_allclose(
         minitrans.to_numpy(loss_fn.backward()), expected, rtol=1e-12, atol=1e-15
     )
+
+
+def test_the_fast_loss_skips_the_shift_only_where_no_row_can_overflow_or_vanish():
+    """On the CPU the fast loss takes exp of the logits themselves only where
+    every row's sum of exponentials lies within exp(+-60): the rows' maxima
+    are then within 60 of 0 (60 + log V below). A row past either edge, or
+    a NaN, makes every row take the reference's shift instead."""
+    from minitrans.layers.loss import UNSHIFTED_RANGE, unshifted_exps
+
+    with minitrans.using("numpy", dtype="float32"):
+        def unshifted(*rows):
+            logits = np.array(rows, dtype=np.float32)
+            with warnings_as_errors():  # exp overflows here, silently
+                return unshifted_exps(logits, np.empty_like(logits))
+
+        exps, total = unshifted([0.0, 1.0, -3.0], [20.0, -5.0, 0.0])
+        np.testing.assert_allclose(exps, np.exp([[0.0, 1.0, -3.0], [20.0, -5.0, 0.0]]),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(total[:, 0], exps.sum(axis=1), rtol=1e-6)
+        edge = UNSHIFTED_RANGE
+        assert unshifted([edge - 1.0, 0.0]) is not None
+        assert unshifted([edge + 0.5, 0.0]) is None  # the sum passes exp(60)
+        assert unshifted([100.0, 0.0], [0.0, 0.0]) is None  # exp(100) overflows float32
+        assert unshifted([-edge + 1.0, -80.0]) is not None
+        assert unshifted([-edge - 1.0, -80.0], [0.0, 0.0]) is None  # a row too small
+        assert unshifted([np.nan, 0.0]) is None
