@@ -12,7 +12,10 @@ plainly, to time the step, then with every array of the model viewed as a
 
 * **matrix products**, and their **GEMM bound**: the same products timed
   alone, one at a time on one worker's BLAS threads, best of 3; the step
-  cannot be faster than its products;
+  cannot be faster than its products. The plain step and the bound are
+  timed in turn, ``--rounds`` times (a slow minute of a shared machine
+  falls on both), and the report gives the median of the rounds' own
+  step / bound and their range;
 * **element-wise kernels** (ufuncs, reductions, scatters) and their memory
   traffic (bytes read and written), against the machine's streaming
   bandwidth measured in the same run;
@@ -62,6 +65,8 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=None,
                         help="steps timed each way (default: vs_pytorch's steps per turn, x3)")
     parser.add_argument("--threads", type=int, default=2, help="threads in all (default 2)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="turns of the plain step and the GEMM bound (default 5)")
     args = parser.parse_args(argv)
     args.configs = [name.strip() for name in args.configs.split(",") if name.strip()]
     unknown = [name for name in args.configs if name not in ALL_CONFIGS]
@@ -69,6 +74,8 @@ def parse_args(argv=None):
         parser.error(f"--configs: expected names of {', '.join(ALL_CONFIGS)}, got {unknown}")
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps: expected a positive number, got {args.steps}")
+    if args.rounds < 1:
+        parser.error(f"--rounds: expected a positive number, got {args.rounds}")
     return args
 
 
@@ -134,25 +141,32 @@ def timed(function, steps):
     return statistics.median(times)
 
 
-def plain_step(runner, steps):
-    """The step, Adam's part and the workers' wait, median seconds."""
-    clock = WorkerClock(runner.parallel)
-    optimizer_step, adam = runner.optimizer.step, []
+class PlainSteps:
+    """The runner's step as it runs, its Adam and its workers' wait timed
+    (the clocks are put in place once, for every round)."""
 
-    def timed_adam():
-        start = time.perf_counter()
-        optimizer_step()
-        adam.append(time.perf_counter() - start)
+    def __init__(self, runner):
+        self.runner, self.clock, self.adam = runner, WorkerClock(runner.parallel), []
+        optimizer_step = runner.optimizer.step
 
-    runner.optimizer.step = timed_adam
-    waits = []
+        def timed_adam():
+            start = time.perf_counter()
+            optimizer_step()
+            self.adam.append(time.perf_counter() - start)
 
-    def step():
-        runner.step()
-        waits.append(clock.wait())
+        runner.optimizer.step = timed_adam
 
-    seconds = timed(step, steps)
-    return seconds, statistics.median(adam), statistics.median(waits)
+    def measure(self, steps):
+        """The step, Adam's part and the workers' wait, median seconds of ``steps``."""
+        self.adam.clear()
+        waits = []
+
+        def step():
+            self.runner.step()
+            waits.append(self.clock.wait())
+
+        seconds = timed(step, steps)
+        return seconds, statistics.median(self.adam), statistics.median(waits)
 
 
 def timed_step(runner, steps):
@@ -202,18 +216,24 @@ def streaming_bandwidth():
 def breakdown(name, args):
     sizes = ALL_CONFIGS[name]
     steps = args.steps or 3 * STEPS_PER_TURN[name]
-    runner = make_runner("minitrans", sizes, "cpu", args.threads)
+    timed_runner = make_runner("minitrans", sizes, "cpu", args.threads)
+    timed_runner.step()  # the optimiser's moments, before the views
+    totals, layer_calls, products = timed_step(timed_runner, steps)
+    runner = make_runner("minitrans", sizes, "cpu", args.threads)  # plain arrays
     for _ in range(3):
         runner.step()
-    step, adam, wait = plain_step(runner, steps)
-    totals, layer_calls, products = timed_step(runner, steps)
     blas_threads = max(1, args.threads // runner.parallel.workers)
-    bound = gemm_bound(products, blas_threads)
+    plain = PlainSteps(runner)
+    rounds = [(*plain.measure(steps), gemm_bound(products, blas_threads))
+              for _ in range(args.rounds)]
+    step, adam, wait, bound = (statistics.median(column) for column in zip(*rounds))
+    ratios = [round_step / round_bound for round_step, _, _, round_bound in rounds]
     measured = totals["matmul"] + totals["elementwise"] + totals["functions"]
     # the timed step's kernels, in the plain step: the rest is Python
     worker_step = step - adam - wait
     python = max(0.0, worker_step - measured)
     return {"config": name, "step": step, "adam": adam, "wait": wait, "bound": bound,
+            "bound_ratios": ratios,
             "python": python, "layer_calls": layer_calls, "workers": runner.parallel.workers,
             **totals}
 
@@ -228,7 +248,8 @@ def share(part, whole):
 
 def report(rows, bandwidth):
     lines = [
-        "| config | step | GEMM bound (step / bound) | matrix products | element-wise "
+        "| config | step | GEMM bound (step / bound: the rounds' median, range) "
+        "| matrix products | element-wise "
         "(GB/s) | NumPy functions | Python (per layer call) | workers' wait | Adam |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -237,7 +258,7 @@ def report(rows, bandwidth):
         per_call = r["python"] / max(r["layer_calls"], 1) * 1e6
         lines.append(
             f"| {r['config']} | {milliseconds(step)} | {milliseconds(r['bound'])} "
-            f"({step / r['bound']:.2f}) | {share(r['matmul'], step)} | "
+            f"({bound_ratios(r['bound_ratios'])}) | {share(r['matmul'], step)} | "
             f"{share(r['elementwise'], step)} ({speed:.0f}) | {share(r['functions'], step)} | "
             f"{share(r['python'], step)} ({per_call:.0f} us x {r['layer_calls']:.0f}) | "
             f"{share(r['wait'], step)} | {share(r['adam'], step)} |")
@@ -255,6 +276,13 @@ def report(rows, bandwidth):
         shown = [f"{layer} {seconds * 1e3:.1f} ms" for layer, seconds in r["by_layer"][:8]]
         lines.append(f"| {r['config']} | {', '.join(shown)} |")
     return "\n".join(lines)
+
+
+def bound_ratios(ratios):
+    """The rounds' step / bound: their median, and their range where there
+    are several."""
+    median = f"{statistics.median(ratios):.2f}"
+    return median if len(ratios) < 2 else f"{median}, {min(ratios):.2f} to {max(ratios):.2f}"
 
 
 def machine_line(threads):

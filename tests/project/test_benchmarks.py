@@ -764,12 +764,22 @@ def test_the_step_breakdown_splits_the_tiny_step(capsys):
     import minitrans
 
     with minitrans.using("numpy", dtype="float32"):  # the script sets them; restored after
-        step_breakdown.main(["--configs", "tiny", "--steps", "2"])
+        step_breakdown.main(["--configs", "tiny", "--steps", "2", "--rounds", "2"])
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| tiny | ") and "ms (" in line)
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert len(cells) == 9 and all(cell.endswith(")") for cell in cells[2:])
+    median, spread = cells[2].split("(")[1].rstrip(")").split(", ")  # two rounds: a range
+    lowest, highest = (float(value) for value in spread.split(" to "))
+    assert 0 < lowest <= float(median) <= highest
     assert "Streaming bandwidth" in out and "GB/s" in out
+
+
+def test_the_step_breakdown_gives_the_rounds_median_and_range():
+    from step_breakdown import bound_ratios
+
+    assert bound_ratios([1.5, 1.25, 2.0]) == "1.50, 1.25 to 2.00"
+    assert bound_ratios([1.4]) == "1.40"
 
 
 def test_the_step_breakdown_refuses_bad_flags_in_one_line():
