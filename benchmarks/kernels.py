@@ -179,9 +179,14 @@ def adam_case(c):
 
 
 def run_adam(update):
+    """Adam over every block, as the optimiser runs it: one scratch array
+    for all the blocks (the reference ignores it)."""
     def over_blocks(blocks):
+        xp = backend.get_xp()
+        scratch = xp.empty(max(grad.size for _, grad, _, _ in blocks), dtype=blocks[0][1].dtype)
         for param, grad, m, v in blocks:
-            update(param, grad, m, v, 10, 1e-4, (0.9, 0.98), 1e-9)
+            update(param, grad, m, v, 10, 1e-4, (0.9, 0.98), 1e-9,
+                   scratch=scratch[:grad.size].reshape(grad.shape))
     return over_blocks
 
 

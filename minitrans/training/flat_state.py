@@ -84,12 +84,10 @@ class FlatState:
         flat arrays, in blocks of ``block_size`` numbers (None: whole), which
         stay in the core's cache from one pass to the next; then each
         parameter takes its piece of the step."""
-        xp = backend.get_xp()
         size = block_size or self.grad.size
         for start in range(0, self.grad.size, size):
             grad, m, v, step = (flat[start:start + size]
                                 for flat in (self.grad, self.m, self.v, self.step))
-            xp.multiply(grad, grad, out=step)  # adam_step's scratch starts as grad * grad
             adam_step(grad, m, v, t, lr, betas, eps, out=step)
         for (_, module, key), (start, stop) in zip(self.slots, self.bounds):
             param = module.params[key]

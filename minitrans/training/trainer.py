@@ -33,8 +33,9 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training import (checkpoint, evaluation, interrupt, run_folder, stopping,
                                 trainer_state)
 from minitrans.training.averaging import WeightAverage
+from minitrans.training.clipping import clip_grad_norm
 from minitrans.training.divergence import divergence, held_out_divergence
-from minitrans.training.optim import Adam, clip_grad_norm
+from minitrans.training.optim import Adam
 from minitrans.training.schedule import transformer_lr
 from minitrans.training.parallel import DataParallel
 from minitrans.training.progress import TrainingLine, progress_bar, through

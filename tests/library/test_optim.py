@@ -242,3 +242,44 @@ def test_the_optimiser_walks_the_tree_once_and_follows_replaced_arrays(float64):
     assert float(model.layers[1].params["beta"][0]) == pytest.approx(7.0 - 0.1)  # the new array
     optimizer.zero_grad()
     assert all(not minitrans.to_numpy(grad).any() for _, _, grad in model.named_parameters())
+
+
+def test_the_fast_adam_update_overwrites_its_scratch_without_reading_it(float64):
+    """The scratch may hold anything: NaN in it changes nothing."""
+    from minitrans.training.updates import adam_update_fast
+
+    rng = np.random.default_rng(0)
+    start = [rng.standard_normal((4, 3)) for _ in range(3)]
+    results = []
+    for scratch in (None, minitrans.to_device(np.full((4, 3), np.nan))):
+        param, grad, m = (minitrans.to_device(a.copy()) for a in start)
+        v = m**2
+        adam_update_fast(param, grad, m, v, 3, 1e-3, (0.9, 0.98), 1e-9, 0.01, scratch=scratch)
+        results.append([minitrans.to_numpy(a) for a in (param, m, v)])
+    for fresh, reused in zip(*results):
+        np.testing.assert_array_equal(fresh, reused)
+
+
+def test_each_optimiser_thread_reuses_one_scratch_array_from_step_to_step():
+    """The per-parameter update (blocks on threads, on the CPU) works in one
+    scratch array per thread, made at the first step and the same ones
+    after: no fresh memory per block, and no array shared by two threads."""
+    with minitrans.using("numpy", dtype="float64"):
+        _check_scratch_reuse()
+
+
+def _check_scratch_reuse():
+    model = Params(a=np.ones(3000), b=np.ones((40, 50)), c=np.ones(7))
+    optimizer = Adam(model, lr=0.1, threads=2)
+    optimizer.FLAT_NUMBERS = -1  # per parameter, not flat
+    optimizer.THREADED_NUMBERS = 0  # on both threads whatever the size
+    optimizer.BLOCK_BYTES = 1000 * 8  # blocks of 1000 float64 numbers
+    model.set_grads(a=np.full(3000, 0.5), b=np.full((40, 50), -0.5), c=np.full(7, 2.0))
+    optimizer.step()
+    first = dict(optimizer._scratch)
+    assert 1 <= len(first) <= 2 and all(buffer.size == 1000 for buffer in first.values())
+    optimizer.step()
+    assert optimizer._scratch.keys() == first.keys()
+    assert all(optimizer._scratch[thread] is first[thread] for thread in first)
+    expected = adam_by_hand(1.0, [0.5, 0.5], lr=0.1)
+    np.testing.assert_allclose(minitrans.to_numpy(model.params["a"]), expected, rtol=1e-12)
