@@ -30,7 +30,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from benchmark_worker import model_config
+from benchmark_worker import ADAM_SETTINGS, model_config
 from llama_runner import llama_model_config
 from machine_info import cpu_model
 from vs_pytorch import ALL_CONFIGS, LLAMA_CONFIGS
@@ -53,7 +53,7 @@ def adam_milliseconds(model, threads, steps, rounds, flat=False):
     (parameter by parameter), or with ``flat`` on flat arrays."""
     from minitrans.training.optim import Adam
 
-    optimizer = Adam(model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9, threads=threads)
+    optimizer = Adam(model, **ADAM_SETTINGS, threads=threads)
     optimizer.THREADED_NUMBERS = 0  # on ``threads`` threads whatever the size
     optimizer.FLAT_NUMBERS = float("inf") if flat else -1
     return best_milliseconds(optimizer.step, steps, rounds)
@@ -86,8 +86,7 @@ def torch_adam_milliseconds(model, fused, steps, rounds, threads=2):
                   for _, param, _ in model.named_parameters()]
         for param in params:
             param.grad = torch.full_like(param, 1e-3)
-        optimizer = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
-                                     fused=True if fused else None)
+        optimizer = torch.optim.Adam(params, **ADAM_SETTINGS, fused=True if fused else None)
         return best_milliseconds(optimizer.step, steps, rounds)
     finally:
         torch.set_num_threads(before)

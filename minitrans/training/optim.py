@@ -264,10 +264,10 @@ class Adam(Optimizer):
     def _scratch_like(self, array):
         """An array of ``array``'s shape and dtype for the fast update to work
         in: a view of this thread's own scratch, made once and reused at
-        every step and every block. Fresh scratch per block was fresh
-        memory for the allocator every time: with glibc's malloc as it
-        comes, the update of a 7-million-number model took about twice as
-        long."""
+        every step and every block, where fresh arrays per block were memory
+        new to the allocator each time (the page faults and times before and
+        after: benchmarks/README.md, "Adam on one thread, two, or flat
+        arrays")."""
         thread = threading.get_ident()
         buffer = self._scratch.get(thread)
         if (buffer is None or buffer.size < array.size or buffer.dtype != array.dtype
