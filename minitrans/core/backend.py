@@ -176,6 +176,14 @@ def on_device():
     return backend_name() in ("cupy", "strict")
 
 
+def overflow_ignored():
+    """A context in which an element-wise overflow (exp of a large number)
+    gives inf without a warning, for code that checks the result itself:
+    NumPy's ``errstate`` on the CPU (per thread in NumPy 2, so workers do
+    not disturb each other); CuPy has no ``errstate`` and does not warn."""
+    return np.errstate(over="ignore") if not on_device() else contextlib.nullcontext()
+
+
 def available_backends():
     """The backends that can run here, in the order of ``BACKENDS``."""
     names = []
