@@ -110,10 +110,10 @@ class MinitransRunner:
 
         With W workers, W threads compute products at once: the seconds are
         the threads' time in products divided by W, the share of each
-        thread's step. The list of products is kept only with one worker:
-        then the products run one at a time, with every BLAS thread, as they
-        do when each is timed alone, so the step splits into the products
-        and the rest."""
+        thread's step. ``products`` lists one worker's products ([a shape,
+        b shape, a layout, b layout, how often a step computes it]), which
+        ``time_products`` times alone, on W threads at once with W workers,
+        so that the step splits into its products and the rest."""
         if self.device == "gpu":
             return {"matmul_seconds": None, "matmul_flops": None, "step_seconds": None}
         from matmul_timer import TimedArray
@@ -127,11 +127,8 @@ class MinitransRunner:
             self.step()
         elapsed = time.perf_counter() - start
         workers = self.parallel.workers
-        products = (
-            [[*key, count // steps] for key, count in TimedArray.products.items()]
-            if workers == 1
-            else None
-        )
+        products = [[*key, count // (steps * workers)]
+                    for key, count in TimedArray.products.items()]
         return {
             "matmul_seconds": TimedArray.seconds / steps / workers,
             "matmul_flops": TimedArray.flops / steps,
@@ -141,14 +138,19 @@ class MinitransRunner:
             "workers": workers,
         }
 
-    def time_products(self, products):
+    def time_products(self, products, threads=1, blas_threads=None):
         """This step's matrix products timed alone, by NumPy (or CuPy): the
-        same list the other worker times with PyTorch."""
+        same list the other worker times with PyTorch. With ``threads``
+        above 1, each product runs on that many threads at once, each with
+        ``blas_threads`` BLAS threads, as the step's workers run it."""
         from matmul_timer import time_products
+        from threadpoolctl import threadpool_limits
 
         xp = self.minitrans.get_xp()
         synchronize = xp.cuda.Device().synchronize if self.device == "gpu" else (lambda: None)
-        return time_products(products, xp.matmul, self.minitrans.to_device, synchronize)
+        with threadpool_limits(blas_threads, user_api="blas"):  # None: as it is
+            return time_products(products, xp.matmul, self.minitrans.to_device, synchronize,
+                                 threads=threads)
 
     def decode(self, cache):
         from minitrans.decoding import greedy
@@ -264,7 +266,9 @@ def answer_request(runner, request, baseline):
     if action == "beam":
         return runner.beam()
     if action == "products":
-        return {"seconds": runner.time_products(request["products"])}  # one per product
+        threads, blas_threads = request.get("threads", 1), request.get("blas_threads")
+        # one time per product
+        return {"seconds": runner.time_products(request["products"], threads, blas_threads)}
     if action == "memory":
         return {"peak_rss": peak_rss_bytes(), "baseline_rss": baseline, **runner.memory()}
     raise ValueError(f"request: unknown action {action!r}")

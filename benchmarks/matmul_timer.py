@@ -109,7 +109,8 @@ def make_operand(shape, layout_code, rng):
     return rng.standard_normal(shape, dtype=np.float32)
 
 
-def time_products(products, matmul, convert, synchronize=lambda: None, repeats=3):
+def time_products(products, matmul, convert, synchronize=lambda: None, repeats=3, threads=1,
+                  thread_setup=None):
     """The best of ``repeats`` timings of each product of ``products``
     alone, in seconds, on random operands of its shapes and layouts (warm
     caches): a list in the order of ``products``.
@@ -117,7 +118,13 @@ def time_products(products, matmul, convert, synchronize=lambda: None, repeats=3
     ``products`` is a list of [a shape, b shape, a layout, b layout, count];
     ``convert`` turns a NumPy operand into the library's own array and
     ``matmul`` multiplies two of them, so that both libraries time the same
-    list."""
+    list. With ``threads`` above 1, each product runs on that many threads
+    at once, each on operands of its own, as minitrans's data-parallel
+    workers compute it (``time_on_threads``); each of those threads first
+    calls ``thread_setup`` (None: nothing), where a library's thread count
+    is a setting of each thread."""
+    if threads > 1:
+        return time_on_threads(products, matmul, convert, threads, repeats, thread_setup)
     rng = np.random.default_rng(0)
     best_times = []
     for a_shape, b_shape, a_layout, b_layout, _ in products:
@@ -130,3 +137,82 @@ def time_products(products, matmul, convert, synchronize=lambda: None, repeats=3
         product()  # warm-up: the library's threads and buffers
         best_times.append(min(timeit.repeat(product, number=1, repeat=repeats)))
     return best_times
+
+
+# Each timing on several threads lasts at least this long, so that the
+# threads' start and meeting at the end (tens of microseconds) stay a few
+# per cent of it even for the tiny config's products of microseconds.
+MIN_TIMING_SECONDS = 2e-3
+
+
+def time_on_threads(products, matmul, convert, threads, repeats=3, thread_setup=None):
+    """Seconds of each product when ``threads`` threads compute it at once,
+    each on operands of its own (the wall time of all, per product): the
+    best of ``repeats`` timings, each of enough repetitions to last
+    ``MIN_TIMING_SECONDS``. Two products on two cores at once run slower
+    than one alone (the cores share a cache and their clock), and that is
+    how a step of two workers computes them."""
+    rng = np.random.default_rng(0)
+    team = ThreadTeam(threads, thread_setup)
+    try:
+        best_times = []
+        for a_shape, b_shape, a_layout, b_layout, _ in products:
+            operands = [(convert(make_operand(tuple(a_shape), a_layout, rng)),
+                         convert(make_operand(tuple(b_shape), b_layout, rng)))
+                        for _ in range(threads)]
+            once = team.wall_seconds(operands, matmul, number=1)  # and warm-up
+            number = max(1, int(MIN_TIMING_SECONDS / max(once, 1e-9)))
+            best_times.append(min(team.wall_seconds(operands, matmul, number) / number
+                                  for _ in range(repeats)))
+        return best_times
+    finally:
+        team.close()
+
+
+class ThreadTeam:
+    """``size`` threads kept for the timings, each told its operands and
+    started together, so that a timing holds no thread's start. Each calls
+    ``setup`` (if given) once, first."""
+
+    def __init__(self, size, setup=None):
+        self.setup = setup
+        self.start = threading.Barrier(size + 1)
+        self.end = threading.Barrier(size + 1)
+        self.job = None
+        self.finished = [0.0] * size
+        self.threads = [threading.Thread(target=self._work, args=(index,), daemon=True)
+                        for index in range(size)]
+        for thread in self.threads:
+            thread.start()
+
+    def _work(self, index):
+        if self.setup is not None:
+            self.setup()
+        while True:
+            self.start.wait()
+            if self.job is None:
+                return
+            operands, matmul, number = self.job
+            a, b = operands[index]
+            for _ in range(number):
+                matmul(a, b)
+            self.finished[index] = time.perf_counter()
+            self.end.wait()
+
+    def wall_seconds(self, operands, matmul, number):
+        """Seconds from the threads' start until the last has computed its
+        ``number`` products of its own ``operands[index]``. Both ends are
+        read where they happen: the main thread, once the barrier lets the
+        others go, may wait milliseconds for Python's lock while they work,
+        and a clock read after that wait missed part of their work."""
+        self.job = (operands, matmul, number)
+        begin = time.perf_counter()
+        self.start.wait()
+        self.end.wait()
+        return max(self.finished) - begin
+
+    def close(self):
+        self.job = None
+        self.start.wait()
+        for thread in self.threads:
+            thread.join()

@@ -85,15 +85,27 @@ class TorchRunner:
         tokens = prefix[:, 1:].cpu().numpy()
         return {"seconds": time.perf_counter() - start, "tokens": tokens.tolist()}
 
-    def time_products(self, products):
-        """minitrans's list of matrix products timed alone, by PyTorch."""
+    def time_products(self, products, threads=1, blas_threads=None):
+        """minitrans's list of matrix products timed alone, by PyTorch: with
+        ``threads`` above 1 on that many threads at once, each with
+        ``blas_threads`` of PyTorch's threads, as minitrans's workers run
+        them (matmul_timer.time_products)."""
         from matmul_timer import time_products
 
         torch = self.torch
         synchronize = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
-        return time_products(
-            products, torch.matmul, lambda a: torch.from_numpy(a).to(self.device), synchronize
-        )
+        blas_threads = blas_threads or torch.get_num_threads()
+        step_threads = torch.get_num_threads()
+        torch.set_num_threads(blas_threads)
+        try:
+            # OpenMP's thread count is each thread's own: a new thread starts
+            # with OMP_NUM_THREADS, so each of the timing's threads sets it
+            return time_products(products, torch.matmul,
+                                 lambda a: torch.from_numpy(a).to(self.device), synchronize,
+                                 threads=threads,
+                                 thread_setup=lambda: torch.set_num_threads(blas_threads))
+        finally:
+            torch.set_num_threads(step_threads)
 
     def memory(self):
         """On a GPU, the peak bytes PyTorch's caching allocator held (what

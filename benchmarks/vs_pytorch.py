@@ -209,21 +209,31 @@ def compare_training(name, args):
     result["profile"] = profile = ours.ask({"do": "profile", "steps": PROFILE_STEPS})
     result["products_alone"] = None
     if profile.get("products"):
-        result["products_alone"] = time_products_alone(profile["products"], ours, theirs)
+        result["products_alone"] = time_products_alone(
+            profile["products"], ours, theirs, ours_threads(args, profile["workers"]))
     result["memory"] = {label: worker.ask({"do": "memory"}) for label, worker in workers.items()}
     for worker in workers.values():
         worker.close()
     return result
 
 
-def time_products_alone(products, ours, theirs, rounds=3):
-    """Seconds per step of minitrans's matrix products, each timed alone by
-    each library: the best of ``rounds`` turns of the whole list per
-    product (A B A B ...), times how often a step computes it."""
+def ours_threads(args, workers):
+    """How minitrans's step runs its products: ``workers`` threads at once,
+    each with its share of the BLAS threads."""
+    return {"threads": workers, "blas_threads": max(1, args.threads // workers)}
+
+
+def time_products_alone(products, ours, theirs, threads, rounds=3):
+    """Seconds per step of one minitrans worker's matrix products, each
+    timed alone by each library, on ``threads["threads"]`` threads at once
+    with ``threads["blas_threads"]`` BLAS threads each, as the workers run
+    them: the best of ``rounds`` turns of the whole list per product (A B
+    A B ...), times how often a step computes it."""
     best = {"minitrans": [float("inf")] * len(products), "torch": [float("inf")] * len(products)}
+    request = {"do": "products", "products": products, **threads}
     for _ in range(rounds):
         for label, worker in (("minitrans", ours), ("torch", theirs)):
-            seconds = worker.turn({"do": "products", "products": products})["seconds"]
+            seconds = worker.turn(request)["seconds"]
             best[label] = [min(old, new) for old, new in zip(best[label], seconds)]
     counts = [product[-1] for product in products]
     return {

@@ -18,11 +18,13 @@ into every cell of its row.
 The benchmark's speed claims are measured by running it, never here.
 """
 
+import collections
 import importlib.util
 import os
 import pathlib
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -170,6 +172,60 @@ def test_time_products_gives_one_time_per_product():
     assert len(times) == len(products) and all(t > 0 for t in times)
 
 
+def test_products_on_threads_run_at_once_on_operands_of_their_own():
+    """Each of the two threads multiplies its own operands, both started
+    together, and no thread is left running after the timings."""
+    seen = collections.defaultdict(set)
+    lock = threading.Lock()
+
+    def matmul(a, b):
+        with lock:
+            seen[threading.get_ident()].add(id(a))
+        return a @ b
+
+    before = threading.active_count()
+    products = [[(8, 4), (4, 2), "N", "T", 3], [(2, 8, 4), (2, 4, 8), "T", "N", 1]]
+    times = time_products(products, matmul, lambda a: a, repeats=2, threads=2)
+    assert len(times) == 2 and all(t > 0 for t in times)
+    assert len(seen) == 2  # two threads multiplied
+    first, second = seen.values()
+    assert len(first) == len(second) == 2 and not first & second  # one operand per product each
+    assert threading.active_count() == before
+
+
+def test_each_timing_thread_sets_itself_up_first():
+    """OpenMP's thread count (PyTorch's) is each thread's own setting: each
+    timing thread calls the setup before its first product."""
+    ready, multiplied_before_setup = set(), []
+
+    def matmul(a, b):
+        if threading.get_ident() not in ready:
+            multiplied_before_setup.append(threading.get_ident())
+        return a @ b
+
+    products = [[(8, 4), (4, 2), "N", "N", 1]]
+    time_products(products, matmul, lambda a: a, repeats=1, threads=2,
+                  thread_setup=lambda: ready.add(threading.get_ident()))
+    assert len(ready) == 2 and not multiplied_before_setup
+
+
+def test_torch_runner_times_products_on_threads_and_keeps_its_threads():
+    pytest.importorskip("torch", reason="PyTorch is not installed: pip install \".[torch]\"")
+    import torch
+    from torch_runner import TorchRunner
+    from vs_pytorch import CONFIGS
+
+    threads_before = torch.get_num_threads()
+    try:
+        runner = TorchRunner(CONFIGS["tiny"], "cpu", threads=2)
+        products = [[(8, 4), (4, 2), "N", "T", 3]]
+        times = runner.time_products(products, threads=2, blas_threads=1)
+        assert len(times) == 1 and times[0] > 0
+        assert torch.get_num_threads() == 2  # the step's own setting, back
+    finally:
+        torch.set_num_threads(threads_before)
+
+
 def _results(step_ours, step_theirs, alone):
     return {
         "configs": {
@@ -182,9 +238,10 @@ def _results(step_ours, step_theirs, alone):
 
 
 def test_products_table_splits_the_step():
-    table = products_table(_results(0.3, 0.2, {"minitrans": 0.2, "torch": 0.1}))
+    table = products_table(_results(0.3, 0.25, {"minitrans": 0.2, "torch": 0.1}))
     row = table.splitlines()[-1]
-    assert row.startswith("| tiny | 200 / 100 ms (2.00) | 100 / 100 ms (1.00) |")
+    # minitrans's rest (100 ms) and PyTorch's products (100 ms) against PyTorch's 250 ms step
+    assert row == "| tiny | 200 / 100 ms (2.00) | 100 / 150 ms (0.67) | 0.80 |"
 
 
 def test_products_table_is_absent_without_measurements():
@@ -212,16 +269,15 @@ def test_vs_pytorch_quick_run_reports():
     assert "PyTorch's Adam: torch: fused; torch default: PyTorch's default" in run.stdout
     assert "| llama" not in run.stdout  # --configs is obeyed by --quick too
     assert "NumPy" in run.stdout.splitlines()[0] and "BLAS" in run.stdout.splitlines()[0]
-    assert (
-        "matrix products alone" not in run.stdout
-    )  # only with one worker: see MinitransRunner.profile
+    # minitrans's products, timed by both libraries on two threads at once
+    assert "| tiny | " in run.stdout.split("matrix products alone")[1]
 
 
 def test_the_profile_of_a_step_with_workers():
     """Two workers compute the same products as one, on half batches: the
     same FLOPs are counted from both threads. Their seconds are halved into
-    a share of each thread's step; the list of products is kept only with
-    one worker, whose products run one at a time like the products alone."""
+    a share of each thread's step, and the list of products is one
+    worker's: each of its counts is the same as with one worker's."""
     from benchmark_worker import MinitransRunner
     from vs_pytorch import CONFIGS
 
@@ -237,7 +293,11 @@ def test_the_profile_of_a_step_with_workers():
     for workers, profile in profiles.items():
         assert profile["workers"] == workers
         assert 0 < profile["matmul_seconds"] < profile["step_seconds"]
-        assert (profile["products"] is None) == (workers > 1)
+    shapes = {workers: {tuple(map(tuple, p[:2])): p[-1] for p in profile["products"]}
+              for workers, profile in profiles.items()}
+    # the same products, half the rows of the batch on each of the two workers
+    assert sorted(shapes[1].values()) == sorted(shapes[2].values())
+    assert sum(a[0] for a, _ in shapes[2]) < sum(a[0] for a, _ in shapes[1])
 
 
 def test_vs_pytorch_refuses_workers_on_a_gpu():
