@@ -12,10 +12,14 @@ plainly, to time the step, then with every array of the model viewed as a
 
 * **matrix products**, and their **GEMM bound**: the same products timed
   alone, one at a time on one worker's BLAS threads, best of 3; the step
-  cannot be faster than its products. The plain step and the bound are
-  timed in turn, ``--rounds`` times (a slow minute of a shared machine
-  falls on both), and the report gives the median of the rounds' own
-  step / bound and their range;
+  cannot be faster than its products. Two bounds: each product alone
+  with the other cores idle, and the workers' products at once, each
+  worker's on its own thread (``matmul_timer.time_on_threads``), as the
+  step computes them: two products on two cores at once run slower than
+  one alone, so the second is the bound the step can reach. The plain step
+  and the bounds are timed in turn, ``--rounds`` times (a slow minute of a
+  shared machine falls on all), and the report gives the median of the
+  rounds' own step / bound and their range;
 * **element-wise kernels** (ufuncs, reductions, scatters) and their memory
   traffic (bytes read and written), against the machine's streaming
   bandwidth measured in the same run;
@@ -198,10 +202,12 @@ def timed_step(runner, steps):
     return totals, calls[0] / (steps * workers), products
 
 
-def gemm_bound(products, blas_threads):
-    """Seconds of one worker's products, each timed alone."""
+def gemm_bound(products, blas_threads, workers=1):
+    """Seconds of one worker's products, each timed alone: on one thread
+    with the other cores idle, or with ``workers`` above 1 on that many
+    threads at once, each on operands of its own."""
     with threadpool_limits(blas_threads, user_api="blas"):
-        best = time_products(products, np.matmul, lambda a: a)
+        best = time_products(products, np.matmul, lambda a: a, threads=workers)
     return sum(seconds * product[-1] for seconds, product in zip(best, products))
 
 
@@ -222,19 +228,24 @@ def breakdown(name, args):
     runner = make_runner("minitrans", sizes, "cpu", args.threads)  # plain arrays
     for _ in range(3):
         runner.step()
-    blas_threads = max(1, args.threads // runner.parallel.workers)
+    workers = runner.parallel.workers
+    blas_threads = max(1, args.threads // workers)
     plain = PlainSteps(runner)
-    rounds = [(*plain.measure(steps), gemm_bound(products, blas_threads))
+    rounds = [(*plain.measure(steps), gemm_bound(products, blas_threads),
+               gemm_bound(products, blas_threads, workers))
               for _ in range(args.rounds)]
-    step, adam, wait, bound = (statistics.median(column) for column in zip(*rounds))
-    ratios = [round_step / round_bound for round_step, _, _, round_bound in rounds]
+    step, adam, wait, bound, bound_at_once = (statistics.median(column)
+                                              for column in zip(*rounds))
+    ratios = [round_step / round_bound for round_step, _, _, round_bound, _ in rounds]
+    ratios_at_once = [round_step / at_once for round_step, _, _, _, at_once in rounds]
     measured = totals["matmul"] + totals["elementwise"] + totals["functions"]
     # the timed step's kernels, in the plain step: the rest is Python
     worker_step = step - adam - wait
     python = max(0.0, worker_step - measured)
     return {"config": name, "step": step, "adam": adam, "wait": wait, "bound": bound,
-            "bound_ratios": ratios,
-            "python": python, "layer_calls": layer_calls, "workers": runner.parallel.workers,
+            "bound_ratios": ratios, "bound_at_once": bound_at_once,
+            "bound_at_once_ratios": ratios_at_once,
+            "python": python, "layer_calls": layer_calls, "workers": workers,
             **totals}
 
 
@@ -248,17 +259,19 @@ def share(part, whole):
 
 def report(rows, bandwidth):
     lines = [
-        "| config | step | GEMM bound (step / bound: the rounds' median, range) "
+        "| config | step | GEMM bound, each product alone (step / bound: the rounds' "
+        "median, range) | GEMM bound, the workers' products at once (step / bound) "
         "| matrix products | element-wise "
         "(GB/s) | NumPy functions | Python (per layer call) | workers' wait | Adam |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         step, speed = r["step"], r["elementwise_bytes"] / max(r["elementwise"], 1e-12) / 1e9
         per_call = r["python"] / max(r["layer_calls"], 1) * 1e6
         lines.append(
             f"| {r['config']} | {milliseconds(step)} | {milliseconds(r['bound'])} "
-            f"({bound_ratios(r['bound_ratios'])}) | {share(r['matmul'], step)} | "
+            f"({bound_ratios(r['bound_ratios'])}) | {milliseconds(r['bound_at_once'])} "
+            f"({bound_ratios(r['bound_at_once_ratios'])}) | {share(r['matmul'], step)} | "
             f"{share(r['elementwise'], step)} ({speed:.0f}) | {share(r['functions'], step)} | "
             f"{share(r['python'], step)} ({per_call:.0f} us x {r['layer_calls']:.0f}) | "
             f"{share(r['wait'], step)} | {share(r['adam'], step)} |")
