@@ -120,9 +120,10 @@ def time_products(products, matmul, convert, synchronize=lambda: None, repeats=3
     ``matmul`` multiplies two of them, so that both libraries time the same
     list. With ``threads`` above 1, each product runs on that many threads
     at once, each on operands of its own, as minitrans's data-parallel
-    workers compute it (``time_on_threads``); each of those threads first
-    calls ``thread_setup`` (None: nothing), where a library's thread count
-    is a setting of each thread."""
+    workers compute it on the CPU (``time_on_threads``, which does not
+    synchronize a GPU); each of those threads first calls ``thread_setup``
+    (None: nothing), where a library's thread count is a setting of each
+    thread."""
     if threads > 1:
         return time_on_threads(products, matmul, convert, threads, repeats, thread_setup)
     rng = np.random.default_rng(0)
@@ -172,7 +173,8 @@ def time_on_threads(products, matmul, convert, threads, repeats=3, thread_setup=
 class ThreadTeam:
     """``size`` threads kept for the timings, each told its operands and
     started together, so that a timing holds no thread's start. Each calls
-    ``setup`` (if given) once, first."""
+    ``setup`` (if given) once, first. A thread's error is raised by the
+    timing it spoiled, after every thread has met at the end."""
 
     def __init__(self, size, setup=None):
         self.setup = setup
@@ -180,24 +182,35 @@ class ThreadTeam:
         self.end = threading.Barrier(size + 1)
         self.job = None
         self.finished = [0.0] * size
+        self.errors = [None] * size
         self.threads = [threading.Thread(target=self._work, args=(index,), daemon=True)
                         for index in range(size)]
         for thread in self.threads:
             thread.start()
 
     def _work(self, index):
-        if self.setup is not None:
-            self.setup()
+        try:
+            if self.setup is not None:
+                self.setup()
+        except Exception as error:  # told at the first timing
+            self.errors[index] = error
         while True:
             self.start.wait()
             if self.job is None:
                 return
-            operands, matmul, number = self.job
-            a, b = operands[index]
-            for _ in range(number):
-                matmul(a, b)
-            self.finished[index] = time.perf_counter()
+            if self.errors[index] is None:
+                try:
+                    self._multiply(index)
+                except Exception as error:
+                    self.errors[index] = error
             self.end.wait()
+
+    def _multiply(self, index):
+        operands, matmul, number = self.job
+        a, b = operands[index]
+        for _ in range(number):
+            matmul(a, b)
+        self.finished[index] = time.perf_counter()
 
     def wall_seconds(self, operands, matmul, number):
         """Seconds from the threads' start until the last has computed its
@@ -209,6 +222,9 @@ class ThreadTeam:
         begin = time.perf_counter()
         self.start.wait()
         self.end.wait()
+        error = next((error for error in self.errors if error is not None), None)
+        if error is not None:
+            raise error
         return max(self.finished) - begin
 
     def close(self):

@@ -193,6 +193,21 @@ def test_products_on_threads_run_at_once_on_operands_of_their_own():
     assert threading.active_count() == before
 
 
+def test_an_error_on_a_timing_thread_is_raised_not_waited_for():
+    """A product that fails on one of the threads raises in the caller, and
+    no thread is left waiting for it."""
+    before = threading.active_count()
+
+    def matmul(a, b):
+        if threading.current_thread() is not threading.main_thread() and a.shape[0] == 8:
+            raise ValueError("shapes: expected something else")
+        return a @ b
+
+    with pytest.raises(ValueError, match="shapes: expected"):
+        time_products([[(8, 4), (4, 2), "N", "N", 1]], matmul, lambda a: a, threads=2)
+    assert threading.active_count() == before
+
+
 def test_each_timing_thread_sets_itself_up_first():
     """OpenMP's thread count (PyTorch's) is each thread's own setting: each
     timing thread calls the setup before its first product."""
