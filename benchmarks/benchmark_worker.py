@@ -136,6 +136,7 @@ class MinitransRunner:
             "step_seconds": elapsed / steps,
             "products": products,
             "workers": workers,
+            "blas_threads": self.parallel.blas_threads,
         }
 
     def time_products(self, products, threads=1, blas_threads=None):

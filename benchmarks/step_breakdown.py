@@ -228,8 +228,7 @@ def breakdown(name, args):
     runner = make_runner("minitrans", sizes, "cpu", args.threads)  # plain arrays
     for _ in range(3):
         runner.step()
-    workers = runner.parallel.workers
-    blas_threads = max(1, args.threads // workers)
+    workers, blas_threads = runner.parallel.workers, runner.parallel.blas_threads
     plain = PlainSteps(runner)
     rounds = [(*plain.measure(steps), gemm_bound(products, blas_threads),
                gemm_bound(products, blas_threads, workers))

@@ -209,18 +209,13 @@ def compare_training(name, args):
     result["profile"] = profile = ours.ask({"do": "profile", "steps": PROFILE_STEPS})
     result["products_alone"] = None
     if profile.get("products"):
-        result["products_alone"] = time_products_alone(
-            profile["products"], ours, theirs, ours_threads(args, profile["workers"]))
+        # as minitrans's step runs them: its workers at once, each with its BLAS threads
+        threads = {"threads": profile["workers"], "blas_threads": profile["blas_threads"]}
+        result["products_alone"] = time_products_alone(profile["products"], ours, theirs, threads)
     result["memory"] = {label: worker.ask({"do": "memory"}) for label, worker in workers.items()}
     for worker in workers.values():
         worker.close()
     return result
-
-
-def ours_threads(args, workers):
-    """How minitrans's step runs its products: ``workers`` threads at once,
-    each with its share of the BLAS threads."""
-    return {"threads": workers, "blas_threads": max(1, args.threads // workers)}
 
 
 def time_products_alone(products, ours, theirs, threads, rounds=3):

@@ -307,6 +307,7 @@ def test_the_profile_of_a_step_with_workers():
     assert profiles[2]["matmul_flops"] == profiles[1]["matmul_flops"] > 0
     for workers, profile in profiles.items():
         assert profile["workers"] == workers
+        assert profile["blas_threads"] == 2 // workers  # the two threads shared out
         assert 0 < profile["matmul_seconds"] < profile["step_seconds"]
     shapes = {workers: {tuple(map(tuple, p[:2])): p[-1] for p in profile["products"]}
               for workers, profile in profiles.items()}
