@@ -42,8 +42,11 @@ def measure(name, args, make_worker=Worker):
     """One config's products, each timed by both libraries in both modes:
     {"products": one worker's list, "workers": W, "blas_threads": b,
     "seconds": {(library, mode): best seconds of each product}}."""
-    ours, theirs = make_worker("minitrans", name, args), make_worker("torch", name, args)
+    workers = []  # closed at the end, also those started before a failure
     try:
+        for kind in ("minitrans", "torch"):
+            workers.append(make_worker(kind, name, args))
+        ours, theirs = workers
         profile = ours.ask({"do": "profile", "steps": PROFILE_STEPS})
         products = profile["products"]
         threads = {"alone": {"threads": 1, "blas_threads": 1},
@@ -58,8 +61,8 @@ def measure(name, args, make_worker=Worker):
                     seconds = worker.turn(request)["seconds"]
                     best[library, mode] = list(map(min, best[library, mode], seconds))
     finally:
-        ours.close()
-        theirs.close()
+        for worker in workers:
+            worker.close()
     return {"products": products, "workers": profile["workers"],
             "blas_threads": profile["blas_threads"], "seconds": best}
 

@@ -1,8 +1,8 @@
 """benchmarks/products_by_shape.py: the rounds ask each library for both
-modes in turn and keep each product's best time; the report's totals weigh
-each product by how often a step computes it, and its rows put the products
-that cost NumPy most first. Its speed figures come from running it, never
-from here."""
+modes in turn and keep each product's best time, and a worker that fails to
+start leaves none running; the report's totals weigh each product by how
+often a step computes it, and its rows put the products that cost NumPy
+most first. Its speed figures come from running it, never from here."""
 
 import pathlib
 import sys
@@ -57,6 +57,20 @@ def test_measure_takes_turns_and_keeps_each_products_best():
     assert all(worker.closed for worker in workers.values())
     # a step computes the first product 3 times: 3 * 2.0 + 1 * 1.0
     assert per_step(result, "numpy", "alone") == pytest.approx(7.0)
+
+
+def test_a_worker_that_fails_to_start_leaves_none_running():
+    started = []
+
+    def make_worker(kind, name, args):
+        if kind == "torch":
+            raise RuntimeError("a benchmark worker (torch) died (exit status 1)")
+        started.append(FakeWorker(kind, [], []))
+        return started[-1]
+
+    with pytest.raises(RuntimeError, match="died"):
+        measure("tiny", parse_args([]), make_worker)
+    assert [worker.closed for worker in started] == [True]
 
 
 def test_the_report_weighs_products_by_count_and_lists_numpys_costliest_first():
