@@ -62,8 +62,12 @@ def execute(source):
         manager = KernelManager(kernel_name="python3", transport="ipc",
                                 ip=str(pathlib.Path(sockets) / "kernel"))
         client = nbclient.NotebookClient(notebook, km=manager, timeout=TIMEOUT,
+                                         shutdown_kernel="immediate",
                                          resources={"metadata": {"path": str(LESSONS)}})
-        client.execute()
+        # A client given its kernel manager leaves the kernel running unless
+        # told: stop it here, before its sockets' folder goes, not when this
+        # process exits (the tests run every lesson in one process).
+        client.execute(cleanup_kc=True)
     return notebook
 
 
