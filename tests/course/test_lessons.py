@@ -78,7 +78,7 @@ def lesson_runs(request):
     runs (those selected, and not skipped for want of PyTorch), in the tests'
     order, LANES at a time: each test waits for its own lesson."""
     selected = [item.callspec.params["source"] for item in request.session.items
-                if item.originalname == "test_the_lesson_runs_top_to_bottom"
+                if getattr(item, "originalname", None) == "test_the_lesson_runs_top_to_bottom"
                 and item.get_closest_marker("skip") is None]
     pool = concurrent.futures.ThreadPoolExecutor(LANES, thread_name_prefix="lesson")
     yield {source: pool.submit(build.execute, source) for source in selected}
