@@ -30,8 +30,8 @@ import math
 import os
 import sys
 
-from vs_pytorch import (ALL_CONFIGS, PROFILE_STEPS, Worker, config_sizes, thread_env,
-                        unavailable)
+from vs_pytorch import (ALL_CONFIGS, PROFILE_STEPS, Worker, available_configs, config_sizes,
+                        thread_env)
 
 DEFAULT_CONFIGS = ["llama", "copy"]
 LIBRARIES = ("numpy", "torch")
@@ -180,11 +180,7 @@ def main(argv=None):
     from machine_info import machine
 
     results = {}
-    for name in args.names:
-        reason = unavailable(name)
-        if reason:
-            print(f"skipping {name}: {reason}", file=sys.stderr, flush=True)
-            continue
+    for name in available_configs(args.names):
         print(f"measuring {name} {config_sizes(name, args.quick)} ...", file=sys.stderr,
               flush=True)
         results[name] = measure(name, args)

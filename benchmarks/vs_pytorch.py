@@ -150,6 +150,19 @@ def unavailable(name):
     return None
 
 
+def available_configs(names):
+    """Those of ``names`` that can run here, in order; each of the others is
+    named on standard error with the reason (``unavailable``)."""
+    kept = []
+    for name in names:
+        reason = unavailable(name)
+        if reason:
+            print(f"skipping {name}: {reason}", file=sys.stderr, flush=True)
+        else:
+            kept.append(name)
+    return kept
+
+
 def thread_env(threads):
     names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
     return {name: str(threads) for name in names}

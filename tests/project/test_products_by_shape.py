@@ -109,3 +109,15 @@ def test_the_defaults_and_the_quick_run():
     assert parse_args([]).names == products_by_shape.DEFAULT_CONFIGS
     quick = parse_args(["--quick", "--rounds", "4"])
     assert quick.names == ["tiny"] and quick.rounds == 1
+
+
+def test_a_config_that_cannot_run_is_named_and_left_out(monkeypatch, capsys):
+    """The scripts built on vs_pytorch.py go on without a config whose
+    reference library is missing, and say which and why."""
+    import vs_pytorch
+
+    monkeypatch.setattr(vs_pytorch, "unavailable",
+                        lambda name: "transformers is not installed" if name == "llama" else None)
+    assert vs_pytorch.available_configs(["tiny", "llama", "copy"]) == ["tiny", "copy"]
+    assert capsys.readouterr().err == "skipping llama: transformers is not installed\n"
+
