@@ -8,7 +8,7 @@ processes side by side: what sharing one Python interpreter costs the step.
 minitrans's DataParallel splits a batch over worker threads of one process
 (minitrans.training.parallel). Their NumPy calls release Python's lock while
 they compute, but every call takes it back, so the threads wait for each
-other between calls. Here the same shards run two ways, in turns:
+other between calls. Here the same shards run three ways, in turns:
 
 * **threads**: one process runs ``forward_backward`` of the whole batch on W
   worker threads, one BLAS thread each, as vs_pytorch.py's step does (the
