@@ -259,6 +259,21 @@ def gpu_header(results):
     )
 
 
+def machine_text(machine):
+    """"date, CPU (arch) with N cores; NumPy and PyTorch with their BLAS
+    libraries; the BLAS kernel variables; Python": how every CPU report of
+    the benchmarks begins (``machine_info.machine``'s facts)."""
+    variables = machine.get("kernel_variables")
+    variables = ", ".join(variables) if variables else "OPENBLAS_CORETYPE unset"
+    arch = f" ({machine['arch']})" if machine.get("arch") else ""
+    return (
+        f"{machine['date']}, {machine['cpu']}{arch} with {machine['cores']} cores; "
+        f"NumPy {machine['numpy']} BLAS: {machine.get('numpy_blas', 'not recorded')}; "
+        f"PyTorch {machine['torch']} BLAS: {machine.get('torch_blas', 'not recorded')}; "
+        f"{variables}; Python {machine['python']}"
+    )
+
+
 def header(results):
     """The report's first line: the machine and its BLAS kernels first,
     then the run's settings."""
@@ -268,19 +283,13 @@ def header(results):
     workers = machine.get("workers", 1)  # not recorded before the workers came
     split = (f" (minitrans: {workers} worker threads, each on a part of the batch with "
              f"{machine['blas_threads']} BLAS thread(s))" if workers > 1 else "")
-    variables = machine.get("kernel_variables")
-    variables = ", ".join(variables) if variables else "OPENBLAS_CORETYPE unset"
     first = next(iter(results["configs"].values()), {})
     seen = first.get("allocators", {})
     allocators = "; ".join(f"{label}: {text}" for label, text in seen.items())
     adams = "; ".join(f"{label}: {text}" for label, text in first.get("adam", {}).items()
                       if label != "minitrans" and not label.startswith("minitrans "))
-    arch = f" ({machine['arch']})" if machine.get("arch") else ""
     return (
-        f"{machine['date']}, {machine['cpu']}{arch} with {machine['cores']} cores; "
-        f"NumPy {machine['numpy']} BLAS: {machine.get('numpy_blas', 'not recorded')}; "
-        f"PyTorch {machine['torch']} BLAS: {machine.get('torch_blas', 'not recorded')}; "
-        f"{variables}; Python {machine['python']}; {machine['threads']} threads{split}, "
+        f"{machine_text(machine)}; {machine['threads']} threads{split}, "
         f"device {machine['device']}, float32; allocators: {allocators or 'not recorded'}; "
         f"PyTorch's Adam: {adams or 'not recorded (its default, before 2026-11-27)'}. "
         f"Matrix-product peak measured in this run: {results['peak_flops'] / 1e9:.0f} GFLOP/s."

@@ -90,11 +90,17 @@ class MinitransRunner:
         self.batches = [tuple(map(minitrans.to_device, batch)) for batch in make_batches(sizes)]
         self.count = 0
 
-    def step(self):
+    def next_batch(self):
+        """The next of the batches, as forward_backward takes it: (the model's
+        inputs, the targets)."""
         src, tgt_in, tgt_out = self.batches[self.count % BATCHES]
         self.count += 1
+        return (src, tgt_in), tgt_out
+
+    def step(self):
+        inputs, targets = self.next_batch()
         self.optimizer.zero_grad()  # as the Trainer does: the model's tree is not walked
-        loss = self.parallel.forward_backward((src, tgt_in), tgt_out)
+        loss = self.parallel.forward_backward(inputs, targets)
         self.optimizer.step()
         return float(loss)
 

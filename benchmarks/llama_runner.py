@@ -126,13 +126,12 @@ class MinitransLlamaRunner(MinitransRunner):
                         for batch in make_token_batches(sizes)]
         self.count = 0
 
-    def step(self):
+    def next_batch(self):
+        """The next of the batches, as forward_backward takes it: ((input
+        ids,), next tokens); ``step`` is MinitransRunner's."""
         inputs, targets = self.batches[self.count % BATCHES]
         self.count += 1
-        self.optimizer.zero_grad()  # as the Trainer does: the model's tree is not walked
-        loss = self.parallel.forward_backward((inputs,), targets)
-        self.optimizer.step()
-        return float(loss)
+        return (inputs,), targets
 
     def decode(self, cache):
         raise ValueError("decode: the llama config's decoding is benchmarks/grouped_query.py")

@@ -30,6 +30,7 @@ import math
 import os
 import sys
 
+from benchmark_report import machine_text
 from vs_pytorch import (ALL_CONFIGS, PROFILE_STEPS, Worker, available_configs, config_sizes,
                         thread_env)
 
@@ -130,12 +131,9 @@ def products_table(name, result, top):
 def header(machine, results):
     """The report's first line: the machine, both BLAS libraries, the workers."""
     first = next(iter(results.values()))
-    variables = ", ".join(machine["kernel_variables"]) or "OPENBLAS_CORETYPE unset"
-    return (f"{machine['date']}, {machine['cpu']} with {machine['cores']} cores; NumPy "
-            f"{machine['numpy']} BLAS: {machine['numpy_blas']}; PyTorch {machine['torch']} "
-            f"BLAS: {machine['torch_blas']}; {variables}; Python {machine['python']}; minitrans "
-            f"with {first['workers']} worker threads of {first['blas_threads']} BLAS thread(s); "
-            f"float32; each product's best of the rounds.")
+    return (f"{machine_text(machine)}; minitrans with {first['workers']} worker threads of "
+            f"{first['blas_threads']} BLAS thread(s); float32; each product's best of the "
+            f"rounds.")
 
 
 def report(machine, results, top):

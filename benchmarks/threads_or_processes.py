@@ -57,12 +57,12 @@ def child(name, workers, shard, steps, quick):
                          workers=workers if shard is None else 1)
     passes = runner.parallel.forward_backward
     for _ in range(WARMUP_STEPS):
-        passes(*runner_batch(runner))
+        passes(*runner.next_batch())
     print(json.dumps({"ready": True}), flush=True)
     for _ in sys.stdin:
         times = []
         for _ in range(steps):
-            batch = runner_batch(runner)
+            batch = runner.next_batch()
             start = time.perf_counter()
             passes(*batch)
             times.append(time.perf_counter() - start)
@@ -74,15 +74,6 @@ def shard_size(batch, workers, shard):
     """Rows of shard ``shard`` when ``batch`` rows are split over ``workers``,
     as DataParallel splits them (minitrans.model.replicas.shard_bounds)."""
     return batch * (shard + 1) // workers - batch * shard // workers
-
-
-def runner_batch(runner):
-    """The next batch of a runner, as (inputs, targets) for forward_backward."""
-    batch = runner.batches[runner.count % len(runner.batches)]
-    runner.count += 1
-    if len(batch) == 3:  # encoder-decoder: (src, tgt_in), tgt_out
-        return (batch[0], batch[1]), batch[2]
-    return (batch[0],), batch[1]  # decoder-only: (inputs,), next tokens
 
 
 # ------------------------------------------------------------ the parent

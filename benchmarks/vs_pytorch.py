@@ -150,14 +150,17 @@ def unavailable(name):
     return None
 
 
-def available_configs(names):
+def available_configs(names, skipped=None):
     """Those of ``names`` that can run here, in order; each of the others is
-    named on standard error with the reason (``unavailable``)."""
+    named on standard error with the reason (``unavailable``), and the
+    reason kept in ``skipped`` (a dict) where one is given."""
     kept = []
     for name in names:
         reason = unavailable(name)
         if reason:
             print(f"skipping {name}: {reason}", file=sys.stderr, flush=True)
+            if skipped is not None:
+                skipped[name] = reason
         else:
             kept.append(name)
     return kept
@@ -355,16 +358,15 @@ def main():
 
     peak = matmul_peak_flops(args.device)
     results = {"peak_flops": peak, "configs": {}, "machine": machine(args, minitrans_threads)}
-    if any(name in LLAMA_CONFIGS and not unavailable(name) for name in names):
+    skipped = {}
+    names = available_configs(names, skipped)
+    if skipped:
+        results["skipped"] = skipped  # beside "configs", not in it
+    if any(name in LLAMA_CONFIGS for name in names):
         from importlib.metadata import version
 
         results["machine"]["transformers"] = version("transformers")
     for name in names:
-        reason = unavailable(name)
-        if reason:
-            print(f"skipping {name}: {reason}", file=sys.stderr, flush=True)
-            results.setdefault("skipped", {})[name] = reason  # beside "configs", not in it
-            continue
         print(f"measuring {name} ...", file=sys.stderr, flush=True)
         results["configs"][name] = compare_training(name, args)
         save_json(results, args.json)  # after each config: a run stopped later keeps it
