@@ -124,7 +124,8 @@ def decoding_agreement(backend_name, checkpoint=None, pairs=1000):
         model, which = decoding_model(checkpoint)
         batch = held_out_batch(pairs)
         max_len = batch.tgt_out.shape[1]
-        timed_greedy(model, batch.src[:8], max_len, True)  # the first kernels compile here
+        for use_cache in (True, False):  # the first kernels of each way compile here
+            timed_greedy(model, batch.src[:8], max_len, use_cache)
         cached, cached_logits, cached_seconds = timed_greedy(model, batch.src, max_len, True)
         slow, slow_logits, slow_seconds = timed_greedy(model, batch.src, max_len, False)
         targets = backend.to_numpy(batch.tgt_out)

@@ -48,16 +48,20 @@ DEFAULT_BUDGET = 450  # seconds: the whole check ends within 8 minutes
 MIN_SECTION_SECONDS = 5  # a section with less than this left is skipped
 
 Section = collections.namedtuple("Section", "key title share run")
+# The shares follow the first run on a GPU (an H200, 2026-11-27): doctor took
+# 6 s, the test suite 106 s, the 20 steps 12, training 23, decoding 7 and
+# vs_pytorch 99, while the gradient check, two forwards per element with
+# the GPU waited for after each, outran its 70 s.
 SECTIONS = (  # in the order of the report
-    Section("doctor", "Environment report: `minitrans doctor`", 0.06, device_sections.doctor),
-    Section("pytest", "The CuPy leg of the test suite", 0.34, device_sections.pytest_leg),
-    Section("gradcheck", "Gradient check on the device, float64", 0.12,
+    Section("doctor", "Environment report: `minitrans doctor`", 0.04, device_sections.doctor),
+    Section("pytest", "The CuPy leg of the test suite", 0.24, device_sections.pytest_leg),
+    Section("gradcheck", "Gradient check on the device, float64", 0.30,
             device_sections.gradcheck),
-    Section("losses", "20 training steps: NumPy against the device", 0.06, device_runs.losses),
-    Section("train", "Training the copy task on the device", 0.10, device_runs.train),
+    Section("losses", "20 training steps: NumPy against the device", 0.05, device_runs.losses),
+    Section("train", "Training the copy task on the device", 0.09, device_runs.train),
     Section("decoding", "Greedy decoding on the device: key/value cache against recomputation",
-            0.06, device_runs.decoding),
-    Section("vs_pytorch", "minitrans against PyTorch on the device", 0.26,
+            0.05, device_runs.decoding),
+    Section("vs_pytorch", "minitrans against PyTorch on the device", 0.23,
             device_runs.vs_pytorch),
 )
 # The test suite runs last: the section whose length is hardest to foresee

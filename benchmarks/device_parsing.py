@@ -86,6 +86,20 @@ def gradcheck_rows(output):
     return rows
 
 
+# "layer check 12: Transformer + loss: 18 tensors pass, worst 3.1e-11, 41.0 s" on stderr
+_LAYER_CHECK_LINE = re.compile(r"^layer check (\d+): (.*): (\d+) tensors? (pass|FAIL), "
+                               r"worst (\S+), ([\d.]+) s$")
+
+
+def gradcheck_progress(output):
+    """[(number, label, tensors, passed, worst error, seconds)] of the lines
+    ``minitrans gradcheck`` writes as each layer check ends: what a check
+    stopped before its table did."""
+    found = (_LAYER_CHECK_LINE.match(line.strip()) for line in output.splitlines())
+    return [(int(m[1]), m[2], int(m[3]), m[4] == "pass", _number(m[5]), float(m[6]))
+            for m in found if m]
+
+
 def training_summary(output):
     """From ``minitrans train``'s log: {"exact_match": percent, "pairs",
     "steps"} of its closing line, and the tokens/s of its last training

@@ -200,7 +200,22 @@ def gradcheck(mode, limit, context):
             f"{len(failed)} fail; tolerance 1e-6",
             f"worst relative error {worst[3]:.2e}: {worst[0]}, `{worst[1]}` {worst[2]}",
         ]
+    if not rows:  # stopped before its table: what its progress lines say
+        result.numbers = gradcheck_progress_numbers(parse.gradcheck_progress(outcome.stderr))
     result.details = "\n".join(f"- FAIL: {row[0]}, `{row[1]}` {row[2]}: {row[3]:.2e}"
                                for row in failed[:FAILURES_SHOWN])
     result.output, result.output_label = outcome.output, "every tensor (the whole table)"
     return finish(outcome, result)
+
+
+def gradcheck_progress_numbers(checks):
+    """Key numbers of a gradient check that ended without its table, from
+    parse.gradcheck_progress's rows."""
+    if not checks:
+        return ["no layer check ended"]
+    failed = [check[1] for check in checks if not check[3]]
+    last = checks[-1]
+    return [f"{len(checks)} layer checks ended ({sum(c[2] for c in checks)} tensors) in "
+            f"{last[5]:.0f} s, the last `{last[1]}`: "
+            + (f"{len(failed)} failed ({', '.join(failed[:3])})" if failed else "every one passed")
+            + f"; worst relative error {max(c[4] for c in checks):.1e}"]

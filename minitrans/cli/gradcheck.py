@@ -1,6 +1,9 @@
 """``minitrans gradcheck``: every layer's backward, and the whole model's,
 against central differences in float64 (``minitrans.gradcheck``)."""
 
+import sys
+import time
+
 from minitrans import gradcheck
 from minitrans.cli import flags
 from minitrans.core import backend
@@ -26,7 +29,19 @@ def add_parsers(commands):
 
 def run(args):
     name = args.backend or backend.backend_name()
-    results = gradcheck.run_report(name, seed=args.seed)
+    started = time.perf_counter()
+
+    def say_progress(number, label, checks):
+        """A line on stderr per layer check, as it ends: the table comes at
+        the end, and a GPU takes minutes to get there."""
+        verdict = "pass" if all(c.passed for c in checks) else "FAIL"
+        worst = max((c.rel_error for c in checks), default=0.0)
+        tensors = f"{len(checks)} tensor" + ("" if len(checks) == 1 else "s")
+        print(f"layer check {number}: {label}: {tensors} {verdict}, "
+              f"worst {worst:.1e}, {time.perf_counter() - started:.1f} s",
+              file=sys.stderr, flush=True)
+
+    results = gradcheck.run_report(name, seed=args.seed, on_layer_checked=say_progress)
     print(f"Gradient check, backend {name}, float64, "
           f"relative error must be below {gradcheck.TOLERANCE:g}\n")
     print(gradcheck.format_table(results))

@@ -97,7 +97,8 @@ def add_rows_at_fast(table, row_ids, rows):
     (N, d), which BLAS runs vectorised, where add.at goes one row at a time.
     Above it, add.at on the flat table, number j of row i going to element
     row_ids[i] * d + j, a tight loop where add.at with one index per row goes
-    through a general path row by row, with the same sums bit for bit. Timed
+    through a general path row by row, with the same sums bit for bit on
+    NumPy (CuPy's add.at adds with atomics, in no fixed order). Timed
     against the reference by ``python benchmarks/kernels.py --kernels
     add_rows_at``: its tiny and copy configs take the product, small and base
     the flat add.at (table in benchmarks/README.md).

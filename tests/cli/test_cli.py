@@ -29,13 +29,16 @@ def test_gradcheck_prints_a_table_and_exits_zero():
     assert "FAIL" not in result.stdout
     assert sum(line.rstrip().endswith("pass") for line in lines) >= 80
     assert lines[-1].startswith("all ") and lines[-1].endswith("passed")
+    progress = result.stderr.splitlines()  # a line per layer check, as each ends
+    checks = int(lines[-1].split(" layer checks")[0].split()[-1])
+    assert len(progress) == checks and progress[0].startswith("layer check 1: Linear: ")
 
 
 def test_gradcheck_on_the_strict_backend(monkeypatch, capsys):
     """--backend reaches the report (which tests/library/test_gradcheck.py
     runs whole on every backend; here only the command's part is timed)."""
     asked = []
-    monkeypatch.setattr(gradcheck, "run_report", lambda name, seed: asked.append(name) or [
+    monkeypatch.setattr(gradcheck, "run_report", lambda name, seed, **_: asked.append(name) or [
         TensorCheck("Linear", "x", (2,), 1e-12)])
     assert main(["gradcheck", "--backend", "strict"]) == 0
     assert asked == ["strict"] and "backend strict" in capsys.readouterr().out
@@ -43,7 +46,7 @@ def test_gradcheck_on_the_strict_backend(monkeypatch, capsys):
 
 def test_gradcheck_exits_non_zero_when_a_check_fails(monkeypatch, capsys):
     monkeypatch.setattr(
-        gradcheck, "run_report", lambda name, seed: [TensorCheck("Broken", "x", (2,), 0.5)]
+        gradcheck, "run_report", lambda name, seed, **_: [TensorCheck("Broken", "x", (2,), 0.5)]
     )
     assert main(["gradcheck"]) == 1
     out = capsys.readouterr().out

@@ -126,6 +126,10 @@ def test_both_ways_of_adding_up_rows_agree_with_a_loop(backend_name, randn, voca
 
 
 def test_flat_add_at_equals_row_wise_add_at_bit_for_bit(backend_name):
+    """Bit for bit where add.at adds in order (NumPy, strict). CuPy's adds
+    with atomics in no fixed order, so a repeated id's sum may differ in its
+    last bits from run to run: there the sums are equal to float32 rounding
+    (the device check on an H200 found 163 of 480 elements off by an ulp or two)."""
     from minitrans.layers.embedding import ONE_HOT_VOCAB, add_rows_at
 
     rng = np.random.default_rng(0)
@@ -136,7 +140,10 @@ def test_flat_add_at_equals_row_wise_add_at_bit_for_bit(backend_name):
     np.add.at(expected, row_ids, rows)
     table = minitrans.to_device(np.zeros((vocab_size, 6), dtype=np.float32))
     add_rows_at.fast(table, minitrans.to_device(row_ids), minitrans.to_device(rows))
-    np.testing.assert_array_equal(minitrans.to_numpy(table), expected)
+    if backend_name == "cupy":
+        np.testing.assert_allclose(minitrans.to_numpy(table), expected, rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(minitrans.to_numpy(table), expected)
 
 
 def test_flat_add_at_refuses_a_strided_table():

@@ -23,6 +23,7 @@ sys.path.insert(0, BENCHMARKS)
 
 import backend_agreement  # noqa: E402
 import device_parsing  # noqa: E402
+import device_sections  # noqa: E402
 from benchmark_report import report  # noqa: E402
 from device_commands import run_command  # noqa: E402
 
@@ -170,6 +171,15 @@ def test_the_readers_take_output_cut_anywhere():
     table = "layer  tensor  shape  rel. error  result\nLinear (no bias)  W  (4, 5)  2.7e-12  pass"
     assert device_parsing.gradcheck_rows(table) == [("Linear (no bias)", "W", "(4, 5)",
                                                      2.7e-12, True)]
+    progress = ("layer check 1: Linear: 3 tensors pass, worst 5.8e-12, 0.4 s\n"
+                "layer check 2: Add & Norm (pre-norm): 1 tensor FAIL, worst 2.0e-03, 9.5 s\n"
+                "layer check 3: Transf")
+    checks = device_parsing.gradcheck_progress(progress)
+    assert checks == [(1, "Linear", 3, True, 5.8e-12, 0.4),
+                      (2, "Add & Norm (pre-norm)", 1, False, 2.0e-3, 9.5)]
+    assert device_sections.gradcheck_progress_numbers(checks) == [
+        "2 layer checks ended (4 tensors) in 10 s, the last `Add & Norm (pre-norm)`: "
+        "1 failed (Add & Norm (pre-norm)); worst relative error 2.0e-03"]
 
 
 def test_vs_pytorch_reports_a_gpu_run_in_the_gpu_terms():
