@@ -29,7 +29,8 @@ def test_gradcheck_prints_a_table_and_exits_zero():
     assert "FAIL" not in result.stdout
     assert sum(line.rstrip().endswith("pass") for line in lines) >= 80
     assert lines[-1].startswith("all ") and lines[-1].endswith("passed")
-    progress = result.stderr.splitlines()  # a line per layer check, as each ends
+    progress = [line for line in result.stderr.splitlines()  # a line per layer check, as it ends
+                if line.startswith("layer check ")]
     checks = int(lines[-1].split(" layer checks")[0].split()[-1])
     assert len(progress) == checks and progress[0].startswith("layer check 1: Linear: ")
 
