@@ -1,6 +1,7 @@
 """One prepared check of minitrans on a CUDA GPU, written to one report.
 
     PYTHONPATH=. python3 benchmarks/device_check.py OUT_DIR            # on the GPU machine
+    MINITRANS_COMMIT=abc1234 PYTHONPATH=. python3 benchmarks/device_check.py OUT_DIR  # a copy
     python benchmarks/device_check.py OUT_DIR --rehearse               # on a CPU, stand-ins
     python benchmarks/device_check.py OUT_DIR --sections pytest,vs_pytorch --budget 240
 
@@ -121,7 +122,15 @@ def common_facts(mode, budget, used=None):
 
 
 def git_commit():
-    """The checkout's commit, "+ changes" when it has uncommitted ones."""
+    """The checkout's commit, "+ changes" when it has uncommitted ones; or
+    MINITRANS_COMMIT where it is set, for a copy of a checkout whose .git
+    is missing or not its own (the GPU machine of 2026-11-27 got a copy of
+    the tree with the session's first .git, so its second report named a
+    commit older than the code it ran)."""
+    stated = os.environ.get("MINITRANS_COMMIT", "").strip()
+    if stated:
+        return f"{stated} (MINITRANS_COMMIT)"
+
     def git(*arguments):
         return subprocess.run(["git", *arguments], cwd=REPO, capture_output=True, text=True,
                               timeout=10).stdout.strip()

@@ -182,6 +182,15 @@ def test_the_readers_take_output_cut_anywhere():
         "1 failed (Add & Norm (pre-norm)); worst relative error 2.0e-03"]
 
 
+def test_the_report_names_the_stated_commit_over_a_copy_of_git(monkeypatch):
+    import device_check
+
+    monkeypatch.delenv("MINITRANS_COMMIT", raising=False)
+    own = device_check.git_commit()  # this checkout's, or "unknown (no git)"
+    monkeypatch.setenv("MINITRANS_COMMIT", "8bd1e9d")
+    assert device_check.git_commit() == "8bd1e9d (MINITRANS_COMMIT)" != own
+
+
 def test_vs_pytorch_reports_a_gpu_run_in_the_gpu_terms():
     memory = {"minitrans": {"peak_rss": 1, "device_bytes": 300 * 2**20},
               "torch": {"peak_rss": 1, "device_bytes": 200 * 2**20}}
