@@ -31,8 +31,8 @@ import os
 import sys
 
 from benchmark_report import machine_text
-from vs_pytorch import (ALL_CONFIGS, PROFILE_STEPS, Worker, available_configs, config_sizes,
-                        thread_env)
+from vs_pytorch import (ALL_CONFIGS, PROFILE_STEPS, Worker, available_configs, check_lowest,
+                        chosen_configs, config_sizes, thread_env)
 
 DEFAULT_CONFIGS = ["llama", "copy"]
 LIBRARIES = ("numpy", "torch")
@@ -155,15 +155,9 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="one round of the tiny config (or --configs, at their quick sizes)")
     args = parser.parse_args(argv)
-    names = args.configs.split(",") if args.configs else (
-        ["tiny"] if args.quick else DEFAULT_CONFIGS)
-    unknown = [name for name in names if name not in ALL_CONFIGS]
-    if unknown:
-        parser.error(f"--configs: unknown {unknown}, expected some of {list(ALL_CONFIGS)}")
-    for option, value in (("--rounds", args.rounds), ("--threads", args.threads),
-                          ("--top", args.top)):
-        if value < 1:
-            parser.error(f"{option}: expected a number >= 1, got {value}")
+    names = chosen_configs(parser, args.configs, ["tiny"] if args.quick else DEFAULT_CONFIGS)
+    check_lowest(parser, (("--rounds", args.rounds, 1), ("--threads", args.threads, 1),
+                          ("--top", args.top, 1)))
     args.names, args.rounds = names, 1 if args.quick else args.rounds
     # what vs_pytorch.Worker reads: CPU, tuned allocator, its pause between turns
     args.device, args.allocator, args.workers, args.pause, args.untuned = (

@@ -34,7 +34,8 @@ import sys
 import time
 
 from allocators import worker_env
-from vs_pytorch import ALL_CONFIGS, available_configs, config_sizes, thread_env
+from vs_pytorch import (ALL_CONFIGS, available_configs, check_lowest, chosen_configs,
+                        config_sizes, thread_env)
 
 DEFAULT_CONFIGS = ["llama", "copy"]
 WARMUP_STEPS = 2
@@ -157,16 +158,10 @@ def parse_args(argv=None):
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--shard", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    for option, value, lowest in (("--rounds", args.rounds, 1), ("--steps", args.steps, 1),
-                                  ("--workers", args.workers, 1), ("--pause", args.pause, 0)):
-        if not value >= lowest:
-            parser.error(f"{option}: expected a number >= {lowest}, got {value}")
-    names = args.configs.split(",") if args.configs else (
-        ["tiny"] if args.quick else DEFAULT_CONFIGS)
-    unknown = [name for name in names if name not in ALL_CONFIGS]
-    if unknown:
-        parser.error(f"--configs: unknown {unknown}, expected some of {list(ALL_CONFIGS)}")
-    args.names = names
+    check_lowest(parser, (("--rounds", args.rounds, 1), ("--steps", args.steps, 1),
+                          ("--workers", args.workers, 1), ("--pause", args.pause, 0)))
+    args.names = chosen_configs(parser, args.configs,
+                                ["tiny"] if args.quick else DEFAULT_CONFIGS)
     if args.quick:
         args.rounds, args.steps = 1, 1
     return args

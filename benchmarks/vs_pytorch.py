@@ -150,6 +150,25 @@ def unavailable(name):
     return None
 
 
+def chosen_configs(parser, configs, default):
+    """The config names of a ``--configs`` value, comma-separated (``default``,
+    a list, where it is empty); an unknown name ends ``parser`` with an error
+    that names it."""
+    names = configs.split(",") if configs else list(default)
+    unknown = [name for name in names if name not in ALL_CONFIGS]
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}, expected some of {list(ALL_CONFIGS)}")
+    return names
+
+
+def check_lowest(parser, bounds):
+    """Each of ``bounds``, (option, value, lowest): a value below its lowest
+    ends ``parser`` with an error that names the option."""
+    for option, value, lowest in bounds:
+        if not value >= lowest:
+            parser.error(f"{option}: expected a number >= {lowest}, got {value}")
+
+
 def available_configs(names, skipped=None):
     """Those of ``names`` that can run here, in order; each of the others is
     named on standard error with the reason (``unavailable``), and the
