@@ -34,6 +34,7 @@ import sys
 import time
 
 from allocators import worker_env
+from minitrans.model.replicas import shard_bounds
 from vs_pytorch import (ALL_CONFIGS, available_configs, check_lowest, chosen_configs,
                         config_sizes, thread_env)
 
@@ -73,8 +74,9 @@ def child(name, workers, shard, steps, quick):
 
 def shard_size(batch, workers, shard):
     """Rows of shard ``shard`` when ``batch`` rows are split over ``workers``,
-    as DataParallel splits them (minitrans.model.replicas.shard_bounds)."""
-    return batch * (shard + 1) // workers - batch * shard // workers
+    as DataParallel splits them."""
+    start, stop = shard_bounds(batch, workers)[shard]
+    return stop - start
 
 
 # ------------------------------------------------------------ the parent
