@@ -263,7 +263,7 @@ def byte_fallback(tokens):
     """Runs of byte tokens "<0xNN>" become the text their bytes spell; a run
     that is not valid UTF-8 gives one U+FFFD per byte, as the library does."""
     result, run = [], bytearray()
-    for token in [*tokens, None]:  # None: the end, which closes the last run
+    for token in [*tokens, None]:  # None: the end, which closes the final run
         byte = _byte_of(token)
         if byte is not None:
             run.append(byte)

@@ -415,16 +415,16 @@ CATALOGUE = [
     case(lambda f: load_checkpoint(f.checkpoint("extra.npz", extra_member)),
          CheckpointError, "extra.npz", "'notes.npy'", "not a checkpoint entry",
          id="checkpoint-unknown-member"),
-    # issue 15, exploring a trained model
+    # exploring a trained model
     case(lambda f: attention_maps.attention_for(*experiment.load_trained(f.checkpoint()), ""),
          ValueError, "text", "empty", id="attention-empty-sentence"),
     case(lambda f: attention_maps.attention_for(*experiment.load_trained(f.checkpoint()),
                                                 "1" * 100),
          ValueError, "text", "100 tokens", "64 positions", id="attention-text-too-long"),
-    # issue 15, runs never overwrite
+    # runs never overwrite
     case(lambda f: experiment.resume_from(experiment.read_run(f.checkpoint()), changes={"seed": 3}),
          ValueError, "seed", "cannot change", id="resume-change-seed"),
-    # issue 15, inputs bounded
+    # inputs bounded
     case(lambda f: minitrans.Adam(model(), lr=INF), ValueError, "lr", "finite positive number",
          "inf", id="adam-lr-inf"),
     case(lambda f: minitrans.Adam(model(), eps=NAN), ValueError, "eps", "nan", id="adam-eps-nan"),
@@ -466,7 +466,7 @@ CATALOGUE = [
          "big.tsv", "40 bytes", "16 bytes", id="tsv-too-large"),
     case(lambda f: list(input_lines(io.BytesIO(b"ok\ncaf\xe9\n"))), DataError,
          "standard input", "line 2", "invalid UTF-8", "0xe9", id="stdin-invalid-utf8"),
-    # issue 15, sub-words and honest metrics
+    # sub-words and honest metrics
     case(lambda f: Tokenizer("bpe"), DataError, "bpe", "a BPE of learned merges",
          id="tokenizer-bpe-without-merges"),
     case(lambda f: TrainConfig(merges=-1), ValueError, "merges", "-1", id="train-config-merges"),
@@ -486,19 +486,19 @@ CATALOGUE = [
     case(lambda f: experiment.load_trained(f.checkpoint("odd.npz", record("bpe", "[[1, 2]]"))),
          CheckpointError, "odd.npz", "bpe", "expected a JSON object",
          id="checkpoint-bpe-not-merges"),
-    # issue 15, real-language tasks
+    # real-language tasks
     case(lambda f: language_tasks.number_pairs(backend.host_rng(0), 5, languages=("en", "xx")),
          ValueError, "languages", "'xx'", "'de'", id="numbers-unknown-language"),
     case(lambda f: language_tasks.number_pairs(backend.host_rng(0), 5, high=-1),
          ValueError, "high", "-1", id="numbers-negative-high"),
     case(lambda f: language_tasks.date_pairs(backend.host_rng(0), 5, formats=("longest",)),
          ValueError, "formats", "'longest'", "'long'", id="dates-unknown-format"),
-    # issue 16, exercise checkers
+    # exercise checkers
     case(lambda f: exercises.check_softmax(lambda z: z, quiet=True, seed=-1), ValueError,
          "seed", "non-negative integer", "-1", id="exercise-negative-seed"),
     case(lambda f: exercises.check_top_p(lambda q, p: q, quiet=True, seed=1.5), ValueError,
          "seed", "non-negative integer", "1.5", id="exercise-seed-not-an-integer"),
-    # issue 16, model options
+    # model options
     case(lambda f: ModelConfig(vocab_size=9, positions="rotary"), ValueError, "positions",
          "'rotary'", "'learned'", id="config-unknown-positions"),
     case(lambda f: ModelConfig(vocab_size=9, activation="swish"), ValueError, "activation",
@@ -508,13 +508,13 @@ CATALOGUE = [
     # a checkpoint that is a named pipe: the old code said "checkpoint not found"
     case(lambda f: load_checkpoint(fifo(f)), CheckpointError, "pipe.tsv", "named pipe (FIFO)",
          id="checkpoint-fifo"),
-    # issue 16, exercises of lessons 3 to 12
+    # exercises of lessons 3 to 12
     case(lambda f: exercises.CHECKERS["shift_right"](lambda *a: a, quiet=True, seed=-2),
          ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-module-seed"),
-    # issue 16, exercises of lessons 13-16 and 21 (topic modules)
+    # exercises of lessons 13-16 and 21 (topic modules)
     case(lambda f: exercises.CHECKERS["beam_search_step"](print, quiet=True, seed=-2),
          ValueError, "seed", "non-negative integer", "-2", id="exercise-topic-negative-seed"),
-    # issue 16, lesson 0 (the recurrent layer and Table 1)
+    # lesson 0 (the recurrent layer and Table 1)
     case(lambda f: minitrans.RecurrentLayer(0, 3), ValueError, "d_in", "0",
          id="recurrent-zero-d-in"),
     case(lambda f: minitrans.RecurrentLayer(4, 3).forward(floats(2, 4)), ValueError, "x",
@@ -525,10 +525,10 @@ CATALOGUE = [
          "'recurrent'", id="path-length-unknown-kind"),
     case(lambda f: path_lengths.path_length("attention", 1), ValueError, "n", "1",
          id="path-length-one-position"),
-    # issue 16, lesson 17's exercises (dropout, GELU, Xavier)
+    # lesson 17's exercises (dropout, GELU, Xavier)
     case(lambda f: exercises.CHECKERS["xavier_init"](lambda u: u, quiet=True, seed="3"),
          ValueError, "seed", "non-negative integer", "'3'", id="exercise-xavier-seed-a-string"),
-    # issue 16, lesson 18 (the paper's experiments: perplexity)
+    # lesson 18 (the paper's experiments: perplexity)
     case(lambda f: exercises.CHECKERS["perplexity"](lambda *a: 1.0, quiet=True, seed=-1),
          ValueError, "seed", "non-negative integer", "-1", id="exercise-perplexity-negative-seed"),
 ]
@@ -644,7 +644,7 @@ CLI_CATALOGUE = [
         env={"MINITRANS_BACKEND": "tpu"}, id="environment-unknown-backend"),
     cli(lambda f: ["gradcheck"], "MINITRANS_DTYPE", "'float16'", "'float32'",
         env={"MINITRANS_DTYPE": "float16"}, id="environment-unknown-dtype"),
-    # issue 15, exploring a trained model
+    # exploring a trained model
     cli(lambda f: ["generate", "--checkpoint", f.checkpoint(), "12"], "--checkpoint",
         "encoder-decoder", "minitrans translate", id="generate-encoder-decoder-checkpoint"),
     cli(lambda f: ["generate", "--checkpoint", f.checkpoint(), "--top-p", "0", "12"], "--top-p",
@@ -656,7 +656,7 @@ CLI_CATALOGUE = [
         id="attention-out-in-a-missing-folder"),
     cli(lambda f: ["attention", "--checkpoint", f.checkpoint(), "12", "--layer", "5"], "--layer",
         "[0, 0]", "5", id="attention-layer-too-deep"),
-    # issue 15, runs never overwrite
+    # runs never overwrite
     cli(lambda f: train(f, "copy", "--resume", f.checkpoint(), "--steps", "2", "--d-model", "32"),
         "--d-model 32", "checkpoint: 16", id="resume-another-size"),
     cli(lambda f: train(f, "copy", "--resume", f.checkpoint()), "step 1", "--steps 1",
@@ -666,7 +666,7 @@ CLI_CATALOGUE = [
     cli(lambda f: train(f, "copy", "--out", f.write("busy/.lock", json.dumps(
         {"pid": os.getpid(), "host": socket.gethostname(), "started": "now"})).parent),
         "in use by another trainer", f"pid {os.getpid()}", id="out-in-use"),
-    # issue 15, inputs bounded
+    # inputs bounded
     cli(lambda f: train(f, "copy", "--workers", "100000"), "--workers", "at most 64", "100000",
         id="workers-huge"),
     cli(lambda f: train(f, "copy", "--d-model", "1000000000"), "--d-model", "at most 65536",
@@ -691,7 +691,7 @@ CLI_CATALOGUE = [
         "invalid UTF-8", "0xe9", stdin=b"caf\xe9 1 2\n", id="translate-stdin-invalid-utf8"),
     cli(lambda f: ["translate", "--checkpoint", f.checkpoint(), "--beam", "100000", "12"],
         "beam_size", "100000", id="beam-above-the-vocabulary"),
-    # issue 15, sub-words and honest metrics
+    # sub-words and honest metrics
     cli(lambda f: train(f, "translate", "--level", "byte"), "--level", "'byte'", "'bpe'",
         id="level-unknown"),
     cli(lambda f: train(f, "translate", "--merges", "-1"), "--merges", "-1", id="merges-negative"),
@@ -699,13 +699,13 @@ CLI_CATALOGUE = [
         "long.tsv", "nothing is left to train on", id="data-every-pair-too-long"),
     cli(lambda f: ["evaluate", "--checkpoint", f.checkpoint(), "--data", f.write("t.tsv", "0\t0\n"),
                    "--show-errors", "-2"], "--show-errors", "-2", id="show-errors-negative"),
-    # issue 16, model options
+    # model options
     cli(lambda f: train(f, "copy", "--positions", "rotary"), "--positions", "'rotary'",
         "'learned'", id="positions-unknown"),
     cli(lambda f: train(f, "copy", "--d-k", "0"), "--d-k", "0", id="d-k-zero"),
     cli(lambda f: train(f, "copy", "--activation", "tanh"), "--activation", "'tanh'",
         id="activation-unknown"),
-    # issue 21: flags a corpus uses, refused without one (they were silently ignored, and
+    # flags a corpus uses, refused without one (they were silently ignored, and
     # --merges recorded in the checkpoint); flags the checkpoint would refuse, refused first
     cli(lambda f: train(f, "copy", "--valid", f.write("v.tsv", "a\tb\n")), "--valid",
         "only used with --data", "copy", id="valid-without-data"),
@@ -760,7 +760,7 @@ def test_a_failed_command_overwrites_removes_and_adds_nothing(tmp_path):
         ["translate", "--checkpoint", truncated, "12"],
         ["evaluate", "--checkpoint", good, "--data", bad_data],
         ["train", "copy", "--resume", good, "--valid", bad_data],  # by the resume flags
-        # issue 21: the weights diverge (the held-out loss says so before any save)
+        # the weights diverge (the held-out loss says so before any save)
         ["train", "copy", "--resume", good, "--steps", "2", "--eval-every", "1",
          "--lr-factor", "100000", "--no-progress"],
     ]

@@ -1,6 +1,7 @@
-"""``minitrans train`` never overwrites a run (issue 15, point 3): new runs
+"""``minitrans train`` never overwrites a run: new runs
 into free folders, --resume into --out with its flags checked, one trainer
-per folder, divergence and Ctrl-C. Each test names what the old code did."""
+per folder, divergence and Ctrl-C. Where a test guards against a failure
+once seen, its docstring names that failure."""
 
 import os
 import signal
@@ -233,8 +234,8 @@ def test_a_default_folder_inside_a_file_is_refused_before_training(tmp_path):
 
 
 def test_a_resumed_run_that_diverges_leaves_the_good_state_under_the_name_it_prints(tmp_path):
-    """Issue 21: the old code saved the diverged weights over checkpoint.npz
-    and then named that file "the last good checkpoint"."""
+    """The failure guarded against: the diverged weights saved over
+    checkpoint.npz, and that file then named "the last good checkpoint"."""
     folder = tmp_path / "run"
     assert train("--out", folder).returncode == 0
     good = (folder / "checkpoint.npz").read_bytes()

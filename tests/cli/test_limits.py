@@ -1,4 +1,4 @@
-"""Inputs bounded by what the machine can hold (issue 15, point 5): the
+"""Inputs bounded by what the machine can hold: the
 memory a model needs against the machine's, the sizes' limits shared by
 ModelConfig and the checkpoint's records, and text read from files and
 standard input. The one-line errors themselves are in the catalogue of

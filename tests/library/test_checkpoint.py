@@ -295,8 +295,8 @@ def test_a_newer_format_version_is_refused_in_one_line(tmp_path):
 
 # ------------------------------------------------------------ untrusted input
 #
-# Issue 15: a checkpoint is a file someone may hand you. Each test below is a
-# way an old loader was led into a MemoryError, a hang, a traceback or a
+# A checkpoint is a file someone may hand you. Each test below is a way a
+# naive loader is led into a MemoryError, a hang, a traceback or a
 # silently different model; each is now a CheckpointError naming the file.
 
 

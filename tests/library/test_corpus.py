@@ -1,4 +1,4 @@
-"""A user's corpus at sub-word level (issue 15): byte-pair tokens learned from
+"""A user's corpus at sub-word level: byte-pair tokens learned from
 the training pairs, long pairs skipped, the unknown share reported, and the
 merges kept in the checkpoint, checked field by field when it is read."""
 

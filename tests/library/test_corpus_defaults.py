@@ -1,4 +1,4 @@
-"""Issue 21, point 1: with --data and no other flag, the run is sized from
+"""With --data and no other flag, the run is sized from
 the corpus (merges, width, max_len, said in one line with the reasons) and
 stops on the held-out measure (patience, within a step and time budget
 that the first line reports), not after a fixed number of steps."""

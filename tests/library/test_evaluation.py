@@ -83,7 +83,7 @@ def test_bleu_by_sacrebleu():
     assert load_task("translate").kind == "seq2seq"
 
 
-# ------------------------------------------------------------ honest metrics (issue 15)
+# ------------------------------------------------------------ honest metrics
 
 
 def test_an_unk_prediction_is_never_a_correct_token(tiny, monkeypatch):

@@ -1,6 +1,5 @@
 """RecurrentLayer: h_t = tanh(x_t W_x + h_{t-1} W_h + b), its backward through time
-and its checks (issue 16, lesson 0). Before issue 16 there was no recurrent layer:
-every test here failed on the old code (ImportError)."""
+and its checks (lesson 0)."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """One trainer per folder, stale locks, the choice of a new run's folder,
-Ctrl-C and a diverging loss inside the trainer (issue 15, point 3)."""
+Ctrl-C and a diverging loss inside the trainer."""
 
 import dataclasses
 import errno
@@ -170,9 +170,9 @@ def test_the_held_out_divergence_rule():
 
 
 def test_a_resumed_run_that_diverges_at_once_keeps_the_last_good_checkpoint(tmp_path):
-    """Issue 21: resuming a healthy step-20 run at 1e5 times the learning
-    rate saved the diverged step-21 weights (held-out loss 1.6e7) over
-    checkpoint.npz and called it the last good checkpoint."""
+    """The failure guarded against: resuming a healthy step-20 run at 1e5
+    times the learning rate saved the diverged step-21 weights (held-out loss
+    1.6e7) over checkpoint.npz and called it the last good checkpoint."""
     trainer = tiny_trainer(tmp_path, steps=20, eval_every=10)
     trainer.fit()
     saved = {name: (tmp_path / name).read_bytes() for name in ("checkpoint.npz", "best.npz")}
@@ -189,8 +189,9 @@ def test_a_resumed_run_that_diverges_at_once_keeps_the_last_good_checkpoint(tmp_
 
 
 def test_a_fresh_run_that_diverges_at_once_saves_nothing_and_says_so(tmp_path):
-    """Issue 21: a fresh run that diverged at once saved its step-1 weights
-    (held-out loss 4.4e9) as checkpoint.npz and best.npz, and called them good."""
+    """The failure guarded against: a fresh run that diverged at once saved its
+    step-1 weights (held-out loss 4.4e9) as checkpoint.npz and best.npz, and
+    called them good."""
     trainer = tiny_trainer(tmp_path, steps=5, eval_every=1, lr_factor=1e5)
     with pytest.raises(TrainingError, match="step 1: the weights diverged.*no checkpoint holds "
                        "a good state of this run"):
@@ -199,7 +200,7 @@ def test_a_fresh_run_that_diverges_at_once_saves_nothing_and_says_so(tmp_path):
 
 
 def test_a_full_disk_names_the_file_and_the_last_good_checkpoint(tmp_path, monkeypatch):
-    """Issue 21: a full disk printed "[Errno 28] No space left on device",
+    """The failure guarded against: a full disk printed "[Errno 28] No space left on device",
     naming neither the file nor the last good checkpoint."""
     trainer = tiny_trainer(tmp_path, steps=6, eval_every=3)
     trainer.fit(steps=3)

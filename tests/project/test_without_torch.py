@@ -1,7 +1,7 @@
 """The README says that without PyTorch (``pip install ".[dev]"``) the
 parity tests are skipped, with the reason, and the rest of the suite passes
-(issue 22, point 8: five glossary tests failed there, because the glossary
-names ``to_torch``, which only an import of torch made visible).
+(a glossary test that looks up ``to_torch`` once failed there: only an import
+of torch made that name visible).
 
 This runs the test files that name PyTorch in a process where ``import
 torch`` fails as it does where torch is not installed, and wants every test
