@@ -3,9 +3,9 @@ per row on the toy translation task, and compare them on held-out pairs.
 
 Run from the repository root, after `pip install ".[train]"`:
 
-    python benchmarks/ablations.py                       # every row, 3 seeds: about 2 minutes
+    python benchmarks/ablations.py                       # every row, 3 seeds: 2 to 4 minutes
     python benchmarks/ablations.py --rows A,E1 --seeds 1 # rows (A) and E1 (and base), seed 0
-    python benchmarks/ablations.py --out /tmp/abl.json   # results elsewhere (and /tmp/abl.md)
+    python benchmarks/ablations.py --steps 3 --eval-pairs 10 --out /tmp/smoke.json  # a smoke run
 
 Every row is trained from scratch for the same number of steps on the same
 batches (a seed fixes the data, the initial weights, the batch order and the
@@ -18,14 +18,15 @@ against it. Each row's held-out measures, averaged over the seeds:
     exact match  the fraction of translations equal to the reference
     token acc.   the argmax token accuracy, teacher forced
 
-By default the results go to benchmarks/results/ablations.json and
-ablations.md (the stored results, rewritten); ``--out`` elsewhere refuses
-to overwrite existing files without ``--force``. The table is also printed;
-the per-run lines go to standard error. See benchmarks/README.md.
+By default every run's numbers go to benchmarks/results/ablations.json (the
+stored results lesson 18 reads, rewritten) and the table to the run's
+results file in benchmarks/results/ablations/. A run with ``--out`` elsewhere
+is a trial: its JSON goes there (an existing file only with ``--force``) and
+it writes no results file unless ``--results`` names a folder. The table is
+also printed; the per-run lines go to standard error.
 """
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -39,11 +40,14 @@ import time
 # the last digit (and these small products gain nothing from a second).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from task_targets import machine_description  # noqa: E402 (NumPy loads here)
-
-from minitrans.data.tasks import load_task  # noqa: E402
+from minitrans.data.tasks import load_task  # noqa: E402 (NumPy loads here)
 from minitrans.training import evaluation, experiment  # noqa: E402
 from minitrans.training.trainer import TrainConfig, Trainer  # noqa: E402
+
+from harness import machine, results  # noqa: E402
+from harness.ablation_options import (  # noqa: E402
+    json_path, load_average, measured_line, positive, write_json,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "results", "ablations.json")
@@ -65,7 +69,7 @@ TRAIN_FIELDS = ("label_smoothing",)  # the rest of a row's changes are the model
 # Table 3's rows, each (id, group, changes from BASE). (A) keeps d_k =
 # d_model / h, so the computation stays the same; (B) makes d_k smaller at fixed
 # h; (C) changes the sizes (d_k = d_model / h); (D) regularisation; (E)
-# learned positions; (F), not in the paper's table: pre-norm (the issue asks),
+# learned positions; (F), not in the paper's table: pre-norm,
 # alone and with the four layers of C2.
 ROWS = [
     ("base", "base", {}),
@@ -222,43 +226,6 @@ def markdown_table(results):
     return "\n".join(lines)
 
 
-def output_paths(out, force, default=DEFAULT_OUT):
-    """(json path, md path) for ``--out``; the default paths (``default``:
-    this script's, or modern_ablation.py's) are the stored results and are
-    always rewritten (their folder made), others only with ``force``, into
-    a folder that exists."""
-    path = os.path.abspath(out or default)
-    stem = path[:-5] if path.endswith(".json") else path
-    paths = (stem + ".json", stem + ".md")
-    if path != default and not force:
-        existing = [p for p in paths if os.path.exists(p)]
-        if existing:
-            raise ValueError(f"out: {existing[0]} exists; expected a new file (or --force)")
-    if path != default and not os.path.isdir(os.path.dirname(path)):
-        raise ValueError(f"out: expected an existing folder, got {os.path.dirname(path)}")
-    return paths
-
-
-def load_average():
-    """The 1-minute load average (how many programs wanted a core), as text:
-    above the core count, the runs shared their cores."""
-    try:
-        return f"{os.getloadavg()[0]:.1f}"
-    except (AttributeError, OSError):  # not on Windows
-        return "unknown"
-
-
-def positive(text):
-    """argparse type: an int >= 1 (argparse names the flag in its message)."""
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-positive.__name__ = "int >= 1"  # argparse's message: "invalid int >= 1 value: '0'"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Table 3's ablations at toy scale.")
     parser.add_argument(
@@ -284,45 +251,30 @@ def main(argv=None):
     )
     parser.add_argument(
         "--out",
-        help=f"JSON results path, the table beside it as .md "
-        f"(default {os.path.relpath(DEFAULT_OUT)})",
+        help=f"the JSON of every run (default {os.path.relpath(DEFAULT_OUT)}, the stored "
+        f"results; elsewhere: a trial run)",
     )
-    parser.add_argument("--force", action="store_true", help="overwrite --out's files")
+    parser.add_argument("--force", action="store_true", help="overwrite --out's file")
+    results.add_option(parser, "ablations")
     args = parser.parse_args(argv)
     try:
         rows = ROWS if args.rows == "all" else select_rows(args.rows)
-        json_path, md_path = output_paths(args.out, args.force)
+        out = json_path(args.out, args.force, DEFAULT_OUT)
     except ValueError as error:
         parser.error(f"--{error}")
 
     start, load_before = time.perf_counter(), load_average()
-    results = run_rows(
-        rows,
-        args.seeds,
-        args.steps,
-        args.eval_pairs,
-        log=lambda line: print(line, file=sys.stderr, flush=True),
-    )
-    total = time.perf_counter() - start
-    setup = {
-        "task": TASK,
-        "base": BASE,
-        "training": {**TRAINING, "steps": args.steps},
-        "seeds": args.seeds,
-        "eval_pairs": args.eval_pairs,
-    }
-    machine = (
-        f"Measured {datetime.date.today().isoformat()} on {machine_description()}; "
-        f"{total:.0f} s in all; load average {load_before} at the start, {load_average()} at "
-        f"the end (programs sharing the cores change the seconds, not the other numbers)"
-    )
-    table = markdown_table(results)
-    os.makedirs(os.path.dirname(json_path), exist_ok=True)
-    with open(json_path, "w", encoding="utf-8") as file:
-        json.dump({"machine": machine, "setup": setup, "rows": results}, file, indent=1)
-    with open(md_path, "w", encoding="utf-8") as file:
-        file.write(f"{machine}.\n\nSetup: {json.dumps(setup)}\n\n{table}\n")
+    found = run_rows(rows, args.seeds, args.steps, args.eval_pairs,
+                     log=lambda line: print(line, file=sys.stderr, flush=True))
+    setup = {"task": TASK, "base": BASE, "training": {**TRAINING, "steps": args.steps},
+             "seeds": args.seeds, "eval_pairs": args.eval_pairs}
+    measured = measured_line(time.perf_counter() - start, load_before)
+    write_json(out, {"machine": measured, "setup": setup, "rows": found})
+    table = markdown_table(found)
     print(table)
+    body = f"{table}\n\n{measured}.\n\nSetup: `{json.dumps(setup)}`\n"
+    results.save(args.results, "ablations", "Table 3 in miniature: the toy base model and one "
+                 "variant per row", body, machine.summary(), smoke=out != DEFAULT_OUT)
     return 0
 
 

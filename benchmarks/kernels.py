@@ -18,35 +18,40 @@ is limited to 1, then 2 threads (threadpoolctl). An input that a fast
 version writes over is restored before every call of either version.
 
 It prints a Markdown table, ratio = reference / fast (above 1: the fast
-version is faster), under a line naming the CPU, NumPy and its BLAS kernel.
-benchmarks/README.md ("Fast kernels against their references") has the
-table and the rules drawn from it.
+version is faster), a row per kernel, config and shape, and writes it into
+the run's results file, benchmarks/results/kernels/, under the lowest,
+median and highest ratio and each pair's range over the configs. A run of
+every pair also times the choices the library's comments explain that are
+not pairs (``harness.code_choices``: the slower way against the way the
+code takes). A fast version stays where
+it is never slower; the one shape whose winner has depended on the machine
+is the sum over the base config's 8000 logits a row, so on a new machine
+run ``--kernels sum_last --configs base`` (minitrans/ops/sums.py).
 """
 
 import argparse
-import os
-import platform
 import sys
 import timeit
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vs_pytorch import ALL_CONFIGS, LLAMA_CONFIGS, QUICK_SIZES  # noqa: E402
-
-import minitrans  # noqa: E402
-from minitrans.core import backend, kernels  # noqa: E402
-from minitrans.layers import (  # noqa: E402, F401  (the modules of the pairs)
+import minitrans
+from minitrans.core import backend, kernels
+from minitrans.layers import (  # noqa: F401  (the modules of the pairs)
     dropout, embedding, grouped, layernorm, loss, rmsnorm, rotary,
 )
-from minitrans.layers.multihead import MultiHeadAttention  # noqa: E402
-from minitrans.model.config import ModelConfig  # noqa: E402
-from minitrans.model.transformer import Transformer  # noqa: E402
-from minitrans.ops import activations, softmax, sums  # noqa: E402, F401
-from minitrans.ops.random_bits import stream_key  # noqa: E402
-from minitrans.training.optim import Adam, block  # noqa: E402
-from minitrans.training import updates  # noqa: E402, F401
+from minitrans.layers.multihead import MultiHeadAttention
+from minitrans.model.config import ModelConfig
+from minitrans.model.transformer import Transformer
+from minitrans.ops import activations, softmax, sums  # noqa: F401
+from minitrans.ops.random_bits import stream_key
+from minitrans.training.optim import Adam, block
+from minitrans.training import updates  # noqa: F401
+
+from harness import machine, results
+from harness.code_choices import CHOICES
+from harness.configs import ALL_CONFIGS, LLAMA_CONFIGS, QUICK_SIZES
 
 # the argument that a pair's fast version writes over, restored before every call
 OVERWRITTEN = {"attention_softmax": 0, "attention_softmax_backward": 1}
@@ -57,24 +62,6 @@ MODERN = {"sigmoid", "rotate_pairs", "grouped_attention"}
 def applies(name, config):
     """Whether pair ``name`` runs in a training step of ``config``."""
     return (name in MODERN) == (config in LLAMA_CONFIGS)
-
-
-def machine_line():
-    """CPU model, NumPy version, BLAS kernel, OPENBLAS_CORETYPE: what the
-    timings depend on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info
-                       if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    blas = [f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture')})"
-            for i in threadpool_info() if i.get("user_api") == "blas"]
-    coretype = os.environ.get("OPENBLAS_CORETYPE")
-    return (f"{cpu}, {os.cpu_count()} CPUs; NumPy {np.__version__}; BLAS "
-            f"{', '.join(blas) or 'unknown'}" + (f"; OPENBLAS_CORETYPE={coretype}" if coretype
-                                                  else ""))
 
 
 def cases(name, c, rng):
@@ -216,17 +203,113 @@ def best_times(pair, name, args, repeats, number):
     return best
 
 
+def time_choice(setup, statements, repeats, number, threads):
+    """Best seconds per run of each of ``statements`` after ``setup``, taking
+    turns, with ``threads`` BLAS threads (None: as it is)."""
+    namespace = {}
+    exec(setup, namespace)  # noqa: S102  (the setups of harness.code_choices)
+    timers = [timeit.Timer(statement, globals=namespace) for statement in statements]
+    with threadpool_limits(threads, user_api="blas"):
+        if number is None:  # enough runs for about 20 ms a turn
+            number = max(1, min(200, int(0.02 / max(timers[0].timeit(1), 1e-6))))
+        best = [np.inf] * len(timers)
+        for _ in range(repeats):
+            for i, timer in enumerate(timers):
+                best[i] = min(best[i], timer.timeit(number) / number)
+    return best
+
+
+def choices_table(repeats, number):
+    """A row per choice of harness.code_choices: both ways' milliseconds."""
+    lines = ["| where | what | the slower way | the code's way | slower ms | code's ms "
+             "| ratio |", "|---|---|---|---|---:|---:|---:|"]
+    print("\n".join(lines))
+    for where, what, setup, slower, chosen, threads in CHOICES:
+        slow, fast = time_choice(setup, [slower, chosen], repeats, number, threads)
+        lines.append(f"| `{where}` | {what} | `{slower}` | `{chosen}` | {slow * 1e3:.3f} "
+                     f"| {fast * 1e3:.3f} | {slow / fast:.2f} |")
+        print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
+def overall_table(rows, threads):
+    """A row per thread count: how many rows, the lowest ratio (the one to
+    watch: below 1 a fast version is slower), the median and the highest."""
+    lines = ["| BLAS threads | rows | lowest ratio | median ratio | highest ratio |",
+             "|---:|---:|---|---:|---|"]
+    for t in threads:
+        ranked = sorted(rows, key=lambda row: row["ratios"][t])
+        low, high = ranked[0], ranked[-1]
+        median = ranked[len(ranked) // 2]["ratios"][t]
+        lines.append(f"| {t} | {len(rows)} | {low['ratios'][t]:.2f} ({low['kernel']}, "
+                     f"{low['config']}) | {median:.2f} | {high['ratios'][t]:.2f} "
+                     f"({high['kernel']}, {high['config']}) |")
+    return "\n".join(lines)
+
+
+def summary_table(rows, threads):
+    """A row per pair: its configs and the lowest and highest ratio over
+    them (and their shapes), at each thread count."""
+    lines = ["| kernel | configs | " + " | ".join(f"ratio ({t}t), lowest to highest"
+                                                for t in threads) + " |",
+             "|---|---|" + "---:|" * len(threads)]
+    for name in dict.fromkeys(row["kernel"] for row in rows):
+        mine = [row for row in rows if row["kernel"] == name]
+        cells = [name, ", ".join(dict.fromkeys(row["config"] for row in mine))]
+        for t in threads:
+            ratios = [row["ratios"][t] for row in mine]
+            cells.append(f"{min(ratios):.2f} to {max(ratios):.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def pair_rows(names, configs, sizes, threads, repeats, number):
+    """Time every pair of ``names`` on every config it runs in, printing a
+    table row as each ends; returns the rows (dicts) and the table."""
+    header = ["kernel", "config", "shape"]
+    for t in threads:
+        header += [f"reference ms ({t}t)", f"fast ms ({t}t)", f"ratio ({t}t)"]
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join(["---"] * 3 + ["---:"] * (3 * len(threads))) + "|"]
+    print("\n".join(lines))
+    rng, rows = np.random.default_rng(0), []
+    with minitrans.using("numpy", dtype="float32"):
+        for name in names:
+            for config in (config for config in configs if applies(name, config)):
+                for label, kernel_args in cases(name, sizes[config], rng):
+                    cells, ratios = [name, config, label], {}
+                    for t in threads:
+                        with threadpool_limits(t, user_api="blas"):
+                            ref, fast = best_times(kernels.PAIRS[name], name, kernel_args,
+                                                   repeats, number)
+                        ratios[t] = ref / fast
+                        cells += [f"{ref * 1e3:.3f}", f"{fast * 1e3:.3f}", f"{ref / fast:.2f}"]
+                    lines.append("| " + " | ".join(cells) + " |")
+                    print(lines[-1], flush=True)
+                    rows.append({"kernel": name, "config": config, "ratios": ratios})
+    return rows, "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default=",".join(ALL_CONFIGS))
-    parser.add_argument("--kernels", default=None, help="comma-separated pair names (default all)")
+    parser.add_argument("--kernels", default=None,
+                        help="comma-separated pair names (default: all, and the code's choices)")
     parser.add_argument("--threads", default="1,2", help="BLAS thread counts (default 1,2)")
     parser.add_argument("--repeats", type=int, default=5, help="turns of each version (default 5)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny config (and llama's quick sizes for the modern "
                              "decoder's pairs), one turn of one call, 1 thread: a smoke run")
+    results.add_option(parser, "kernels")
     args = parser.parse_args(argv)
-    configs, threads = args.configs.split(","), [int(t) for t in args.threads.split(",")]
+    configs = args.configs.split(",")
+    try:
+        threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        parser.error(f"--threads: expected comma-separated whole numbers, got {args.threads!r}")
+    if min(threads) < 1 or args.repeats < 1:
+        parser.error(f"--threads, --repeats: expected numbers >= 1, got {args.threads!r} and "
+                     f"{args.repeats}")
     repeats, number = args.repeats, None
     sizes = dict(ALL_CONFIGS)
     if args.quick:
@@ -240,25 +323,15 @@ def main(argv=None):
     if unknown:
         parser.error(f"--kernels: unknown {unknown}; expected some of {sorted(kernels.PAIRS)}")
 
-    print(machine_line())
-    print()
-    header = ["kernel", "config", "shape"]
-    for t in threads:
-        header += [f"reference ms ({t}t)", f"fast ms ({t}t)", f"ratio ({t}t)"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join(["---"] * 3 + ["---:"] * (3 * len(threads))) + "|")
-    rng = np.random.default_rng(0)
-    with minitrans.using("numpy", dtype="float32"):
-        for name in names:
-            for config in (config for config in configs if applies(name, config)):
-                for label, kernel_args in cases(name, sizes[config], rng):
-                    row = [name, config, label]
-                    for t in threads:
-                        with threadpool_limits(t, user_api="blas"):
-                            ref, fast = best_times(kernels.PAIRS[name], name, kernel_args,
-                                                   repeats, number)
-                        row += [f"{ref * 1e3:.3f}", f"{fast * 1e3:.3f}", f"{ref / fast:.2f}"]
-                    print("| " + " | ".join(row) + " |", flush=True)
+    rows, table = pair_rows(names, configs, sizes, threads, repeats, number)
+    parts = [overall_table(rows, threads), "Each pair over its configs and shapes (ratio = "
+             "reference / fast):", summary_table(rows, threads), "Every row:", table]
+    if not args.kernels:
+        print()
+        parts += ["The code's choices that are not pairs (ratio = the slower way / the code's "
+                  "way):", choices_table(repeats, number)]
+    results.save(args.results, "kernels", "Fast kernels against their references",
+                 "\n\n".join(parts) + "\n", machine.summary(), smoke=args.quick)
     return 0
 
 

@@ -3,12 +3,13 @@
 
 Run from the repository root, after `pip install ".[train]"`:
 
-    python benchmarks/modern_ablation.py                  # every row, 3 seeds
+    python benchmarks/modern_ablation.py                  # every row, 3 seeds: about 20 minutes
     python benchmarks/modern_ablation.py --rows 2017,today --seeds 1
-    python benchmarks/modern_ablation.py --out /tmp/m.json  # elsewhere (and /tmp/m.md)
+    python benchmarks/modern_ablation.py --steps 3 --eval-pairs 20 --out /tmp/m.json  # a smoke run
 
-Lesson 22 reads the stored results, benchmarks/results/modern_ablation.json
-and .md; the run's total time is in their first line. Every row is a
+Lesson 22 reads the stored results, benchmarks/results/modern_ablation.json;
+the table goes to the run's results file in benchmarks/results/modern_ablation/
+(a run with ``--out`` elsewhere is a trial, as in ablations.py). Every row is a
 decoder-only model of two layers, d_model 64 and 4 heads, trained from
 scratch for the same steps on the same batches (a seed fixes the data split,
 the initial weights and the batch order). The rows:
@@ -36,7 +37,6 @@ held-out loss every ``CURVE_EVERY`` steps, for the curves.
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
 import statistics
@@ -47,12 +47,14 @@ import time
 # then do not depend on how a product was split over threads.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from ablations import output_paths, positive  # noqa: E402 (NumPy loads here)
-from task_targets import machine_description  # noqa: E402
-
-from minitrans.data.tasks import load_task  # noqa: E402
+from minitrans.data.tasks import load_task  # noqa: E402 (NumPy loads here)
 from minitrans.training import evaluation, experiment  # noqa: E402
 from minitrans.training.trainer import TrainConfig, Trainer  # noqa: E402
+
+from harness import machine, results  # noqa: E402
+from harness.ablation_options import (  # noqa: E402
+    json_path, load_average, measured_line, positive, write_json,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "results", "modern_ablation.json")
@@ -181,36 +183,32 @@ def main(argv=None):
                         help="seeds 0 .. n-1 per row, averaged (default 3)")
     parser.add_argument("--eval-pairs", type=positive, default=None,
                         help="held-out sums measured per run (default: all 1,000)")
-    parser.add_argument("--out", help=f"JSON results path, the table beside it as .md "
-                                      f"(default {os.path.relpath(DEFAULT_OUT)})")
-    parser.add_argument("--force", action="store_true", help="overwrite --out's files")
+    parser.add_argument("--out", help=f"the JSON of every run (default "
+                                      f"{os.path.relpath(DEFAULT_OUT)}, the stored results; "
+                                      f"elsewhere: a trial run)")
+    parser.add_argument("--force", action="store_true", help="overwrite --out's file")
+    results.add_option(parser, "modern_ablation")
     args = parser.parse_args(argv)
     try:
         rows = ROWS if args.rows == "all" else select_rows(args.rows)
-        json_path, md_path = output_paths(args.out, args.force, DEFAULT_OUT)
+        out = json_path(args.out, args.force, DEFAULT_OUT)
     except ValueError as error:
         parser.error(f"--{error}")
-    start = time.perf_counter()
-    results = run_rows(rows, args.seeds, args.steps,
-                       log=lambda line: print(line, file=sys.stderr, flush=True),
-                       eval_pairs=args.eval_pairs)
+    start, load_before = time.perf_counter(), load_average()
+    found = run_rows(rows, args.seeds, args.steps,
+                     log=lambda line: print(line, file=sys.stderr, flush=True),
+                     eval_pairs=args.eval_pairs)
     total = time.perf_counter() - start
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    machine = (f"Measured {datetime.date.today().isoformat()} on {machine_description()}; "
-               f"{total:.0f} s in all ({total / 60:.1f} minutes), load average {load:.1f} at "
-               f"the end (programs sharing the cores change the seconds, not the other numbers)")
+    measured = measured_line(total, load_before)
     setup = {"task": TASK, "base": BASE, "training": {**TRAINING, "steps": args.steps},
              "seeds": args.seeds, "eval_pairs": args.eval_pairs or "all held-out sums",
              "curve_every": CURVE_EVERY}
-    table = markdown_table(results)
-    os.makedirs(os.path.dirname(json_path), exist_ok=True)
-    with open(json_path, "w", encoding="utf-8") as file:
-        json.dump({"machine": machine, "seconds": total, "setup": setup, "rows": results},
-                  file, indent=1)
-    with open(md_path, "w", encoding="utf-8") as file:
-        file.write(f"{machine}.\n\nSetup: {json.dumps(setup)}\n\n{table}\n")
+    write_json(out, {"machine": measured, "seconds": total, "setup": setup, "rows": found})
+    table = markdown_table(found)
     print(table)
-    print(f"{total:.0f} s in all", file=sys.stderr)
+    body = f"{table}\n\n{measured}.\n\nSetup: `{json.dumps(setup)}`\n"
+    results.save(args.results, "modern_ablation", "The 2017 block against today's, at the "
+                 "same parameter budget", body, machine.summary(), smoke=out != DEFAULT_OUT)
     return 0
 
 

@@ -2,7 +2,7 @@
 other flag, learn it?
 
 Generates a family of TSV corpora a learner might bring, 20,000 pairs each
-by default (``own_corpora.py``: number words to digits and back, dates in
+by default (``harness/own_corpora.py``: number words to digits and back, dates in
 eleven locales, Cyrillic to Latin transliteration, unit conversion, English
 inflection), and trains on each exactly as a user would, in a fresh working
 folder, with no flag but ``--data`` (and ``--no-progress``, for the log).
@@ -20,10 +20,10 @@ pip install ".[train,data]".
     python benchmarks/own_data.py                    # the real run: only --data is passed
     python benchmarks/own_data.py --keep corpora/    # keep the corpora and the runs
     python benchmarks/own_data.py --corpora dates,units --seed 3
-    python benchmarks/own_data.py --pairs 300 --steps 3   # smoke run: checks the script
+    python benchmarks/own_data.py --pairs 11000 --steps 2   # smoke run: checks the script
 
-Training output goes to standard error, the table to standard output.
-See benchmarks/README.md.
+Training output goes to standard error, the table to standard output and
+into the run's results file, benchmarks/results/own_data/ (``--results``).
 """
 
 import argparse
@@ -40,7 +40,9 @@ from minitrans.core import backend
 from minitrans.data import read_tsv, write_tsv
 from minitrans.data.corpus import hold_out
 from minitrans.training.corpus_defaults import PATIENCE
-from own_corpora import CORPORA
+
+from harness import machine, results
+from harness.own_corpora import CORPORA
 
 TARGET = 0.95
 REPOSITORY = pathlib.Path(minitrans.__file__).resolve().parents[1]
@@ -196,6 +198,7 @@ def main(argv=None):
         type=int,
         help="smoke run: pass --steps to train (checks the script, not the score)",
     )
+    results.add_option(parser, "own_data")
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.corpora.split(",") if name.strip()]
     if not names or any(name not in CORPORA for name in names):
@@ -216,11 +219,14 @@ def main(argv=None):
             rows = [run_corpus(name, args.pairs, args.seed, folder, args.steps) for name in names]
 
     command = "minitrans train translate --data FILE --no-progress"
-    print(
-        f"{command}{'' if args.steps is None else f' --steps {args.steps}'}, "
-        f"minitrans {minitrans.__version__}, seed {args.seed}:\n"
-    )
-    print(markdown_table(rows))
+    said = (f"`{command}{'' if args.steps is None else f' --steps {args.steps}'}`, "
+            f"minitrans {minitrans.__version__}, corpora of seed {args.seed}:")
+    table = markdown_table(rows)
+    print(f"{said}\n\n{table}")
+    results.save(args.results, "own_data", "Your own corpus: each trained with "
+                 "`minitrans train translate --data FILE` and no other flag",
+                 f"{table}\n\nEach corpus trained by {said[:-1]}.\n", machine.summary(),
+                 smoke=args.steps is not None)
     return 0 if all(row["passed"] for row in rows) else 1
 
 

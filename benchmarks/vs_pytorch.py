@@ -11,30 +11,55 @@
     python benchmarks/vs_pytorch.py --quick         # a smoke run: checks the script, not the speed
     python benchmarks/vs_pytorch.py --quick --configs tiny   # the smoke run of the configs named
 
-The encoder-decoder configs (tiny, small, base, copy) time minitrans's
-Transformer against its mirror in torch.nn.Transformer
-(minitrans.interop.torch); the llama config times minitrans's DecoderOnlyLM
-with Llama's options (RMSNorm, rotary positions, grouped-query attention,
-SwiGLU, no biases) against transformers' LlamaForCausalLM, eager, with the
-same sizes and weights (benchmarks/llama_runner.py). Without transformers
-the llama config is skipped, and the report says why.
+How it measures:
 
-Each implementation runs in a worker process of its own (so that each has
-its own peak memory and allocator), with the same number of threads:
-PyTorch's own threads, and minitrans's training step as its Trainer runs it,
-the batch split over that many worker threads (minitrans.training.parallel).
-Both run with an allocator that keeps freed memory (benchmarks/allocators.py),
-and PyTorch with its fused Adam (benchmarks/torch_runner.py); for the untuned
-column, a second pair with glibc's malloc and PyTorch's Adam as they come.
-The parent asks the workers for steps in turn, A B C D ..., so that a slow
-minute of the machine hits all alike, and reports the median step time of
-each and their ratios. See benchmarks/README.md for what every column means.
+* **The same model.** The encoder-decoder configs (tiny, small, base, copy;
+  ``harness.configs``) time minitrans's Transformer against its mirror in
+  torch.nn.Transformer (``minitrans.interop.torch.to_torch``: the same
+  weights, embeddings, positions, dropout places and label-smoothed loss,
+  whose parity tests/library/test_torch_parity.py proves in float64); the
+  llama config times minitrans's DecoderOnlyLM with Llama's options against
+  transformers' LlamaForCausalLM, eager, with the same sizes and weights
+  (``harness.llama_runner``). Without transformers the llama config is
+  skipped, and the report says why. Both run in float32.
+* **A step** is forward, loss, backward and Adam (beta 0.9, 0.98, eps 1e-9),
+  ending when the loss is back on the host, on random batches without
+  padding. minitrans's step is its Trainer's: the batch split over as many
+  worker threads as the run has threads, one BLAS thread each
+  (minitrans.training.parallel; ``--workers 1``: the whole batch on one).
+* **Separate processes, in turns.** Each library runs in a worker process
+  of its own (its own peak memory and allocator) with the same thread
+  count. After three warm-up steps the parent asks each in turn for a few
+  steps, A B C D ..., ``--rounds`` times, so that a slow minute of the
+  machine falls on all, and reports the median step of each and their
+  ratio, and the middle half of the rounds' own ratios: a target near that
+  range is not settled by one run. Before every turn it waits ``--pause``
+  seconds, since OpenBLAS's threads spin for about 0.1 s after a product and
+  take the cores from whatever runs next.
+* **An allocator that keeps freed memory** (``harness.allocators``): glibc's
+  malloc as it comes unmaps every large block when it is freed, and
+  PyTorch's eager step then page-faults its large tensors in again every
+  step; PyTorch's CPU guide recommends an allocator that keeps them, and
+  both workers get the same one. The untuned pair (``--no-untuned`` skips
+  it) is both libraries as they come: glibc's malloc, and PyTorch's default
+  Adam where the tuned PyTorch runs its fused one (``harness.torch_runner``).
+* **torch.compile** (``--compile``) is a fifth worker, timed in the same
+  rounds; its first step, which compiles, is its compile time, and a
+  compilation that fails is a cell that says why.
+* **Decoding**: greedy decoding of 32 sequences of 64 tokens with the small
+  config, with the key/value cache and recomputing the prefix (the same
+  tokens, checked), beam search of width 4, and nn.Transformer recomputing
+  the prefix (it has no cache).
 
 With ``--device gpu`` both run on the GPU, float32 without TF32, every timed
 step ending with a synchronisation of the device; the CPU's tuning is left
 out there (the allocator setting and its untuned pair: CuPy and PyTorch pool
 the device's memory whatever malloc does; the pause; the matrix-product
 profile), and memory is the peak that each library's device allocator held.
+The report (``harness.report``, whose docstring says what each column
+means) goes to standard output and into the run's results file,
+benchmarks/results/vs_pytorch/ (``--results``); ``--json`` keeps every
+measurement.
 """
 
 import argparse
@@ -44,36 +69,13 @@ import subprocess
 import sys
 import time
 
-from allocators import ALLOCATORS, allocator_env, worker_env
+from harness import results
+from harness.allocators import ALLOCATORS, allocator_env, worker_env
+from harness.configs import (ALL_CONFIGS, LLAMA_CONFIGS, PAUSE_SECONDS, PROFILE_STEPS,
+                             STEPS_PER_TURN, WARMUP_STEPS, available_configs, config_sizes,
+                             thread_env)
+from harness.report import report
 
-# The encoder-decoders, against their torch.nn.Transformer mirror. ab_steps.py
-# and kernels.py time these (and only these) too.
-CONFIGS = {  # name: model sizes, sequence length (source and target), batch
-    "tiny": dict(d_model=64, h=4, N=2, d_ff=256, vocab_size=16, length=16, batch=64),
-    "small": dict(d_model=128, h=4, N=2, d_ff=512, vocab_size=1000, length=32, batch=64),
-    "base": dict(d_model=256, h=8, N=3, d_ff=1024, vocab_size=8000, length=64, batch=32),
-    "copy": dict(d_model=512, h=8, N=2, d_ff=2048, vocab_size=11, length=10, batch=80),
-}
-# The decoder-only language models, against transformers' LlamaForCausalLM
-# (benchmarks/llama_runner.py): d_ff about 8/3 d_model (682.7, rounded up to
-# a multiple of 16), 2 key/value heads for 8 query heads, as many tokens a
-# step as base (16 x 128 = 32 x 64).
-LLAMA_CONFIGS = {
-    "llama": dict(model="llama", d_model=256, h=8, kv_heads=2, N=4, d_ff=688, vocab_size=8000,
-                  length=128, batch=16, norm_eps=1e-5, rope_base=10000.0),
-}
-ALL_CONFIGS = {**CONFIGS, **LLAMA_CONFIGS}
-# --quick checks the script, not the speed: its llama is smaller (its report
-# row gives the sizes it ran)
-QUICK_SIZES = {"llama": dict(d_model=64, N=2, d_ff=176, vocab_size=1000, length=32, batch=8)}
-STEPS_PER_TURN = {"tiny": 8, "small": 4, "base": 2, "copy": 2, "llama": 2}
-WARMUP_STEPS = 3
-PROFILE_STEPS = 4  # of the pass that times the matrix products: more steps, a steadier share
-# OpenBLAS's threads keep running for about 0.1 s after a matrix product,
-# waiting for the next one, and take CPU from whatever runs then: PyTorch's
-# turn, if it came straight after minitrans's. The parent waits this long
-# before every turn (benchmarks/README.md, "How it measures"); not on a GPU.
-PAUSE_SECONDS = 0.3
 # The workers of one config, in the order of their turns: (label, library,
 # allocator, PyTorch's fused Adam), where None stands for --allocator. The
 # untuned pair runs unless --no-untuned or --allocator default: PyTorch as
@@ -82,7 +84,6 @@ TUNED = (("minitrans", "minitrans", None, True), ("torch", "torch", None, True))
 UNTUNED = (("minitrans default", "minitrans", "default", False),
            ("torch default", "torch", "default", False))
 COMPILED = (("torch.compile", "torch.compile", None, True),)
-SPECIALS = 4  # ids 0..3 are <pad>, <bos>, <eos>, <unk>; the batches use the others
 
 
 # ------------------------------------------------------------ the parent
@@ -132,62 +133,6 @@ class Worker:
     def close(self):
         self.process.stdin.close()
         self.process.wait()
-
-
-def config_sizes(name, quick=False):
-    """The sizes a run of config ``name`` uses: QUICK_SIZES's with --quick."""
-    return {**ALL_CONFIGS[name], **(QUICK_SIZES.get(name, {}) if quick else {})}
-
-
-def unavailable(name):
-    """Why config ``name`` cannot run here (its reference library is not
-    installed), or None."""
-    import importlib.util
-
-    if name in LLAMA_CONFIGS and importlib.util.find_spec("transformers") is None:
-        return ("transformers is not installed (the reference LlamaForCausalLM): "
-                "pip install transformers")
-    return None
-
-
-def chosen_configs(parser, configs, default):
-    """The config names of a ``--configs`` value, comma-separated (``default``,
-    a list, where it is empty); an unknown name ends ``parser`` with an error
-    that names it."""
-    names = configs.split(",") if configs else list(default)
-    unknown = [name for name in names if name not in ALL_CONFIGS]
-    if unknown:
-        parser.error(f"--configs: unknown {unknown}, expected some of {list(ALL_CONFIGS)}")
-    return names
-
-
-def check_lowest(parser, bounds):
-    """Each of ``bounds``, (option, value, lowest): a value below its lowest
-    ends ``parser`` with an error that names the option."""
-    for option, value, lowest in bounds:
-        if not value >= lowest:
-            parser.error(f"{option}: expected a number >= {lowest}, got {value}")
-
-
-def available_configs(names, skipped=None):
-    """Those of ``names`` that can run here, in order; each of the others is
-    named on standard error with the reason (``unavailable``), and the
-    reason kept in ``skipped`` (a dict) where one is given."""
-    kept = []
-    for name in names:
-        reason = unavailable(name)
-        if reason:
-            print(f"skipping {name}: {reason}", file=sys.stderr, flush=True)
-            if skipped is not None:
-                skipped[name] = reason
-        else:
-            kept.append(name)
-    return kept
-
-
-def thread_env(threads):
-    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-    return {name: str(threads) for name in names}
 
 
 def start_workers(name, args):
@@ -300,14 +245,50 @@ def set_device_defaults(args):
         args.allocator = "default" if gpu else "tuned"
 
 
-def save_json(results, path):
+def save_json(measured, path):
     """The raw measurements so far, where --json asks for them."""
     if path:
         with open(path, "w") as handle:
-            json.dump(results, handle, indent=1)
+            json.dump(measured, handle, indent=1)
 
 
-def main():
+def measure(names, args):
+    """Every config of ``names`` (and decoding), the raw measurements."""
+    # NumPy loads here, after main() set the thread variables
+    from harness.machine import machine, matmul_peak_flops
+    from harness.workload import minitrans_threads
+
+    measured = {"peak_flops": matmul_peak_flops(args.device), "configs": {},
+                "machine": machine(args, minitrans_threads)}
+    skipped = {}
+    names = available_configs(names, skipped)
+    if skipped:
+        measured["skipped"] = skipped  # beside "configs", not in it
+    if any(name in LLAMA_CONFIGS for name in names):
+        from importlib.metadata import version
+
+        measured["machine"]["transformers"] = version("transformers")
+    for name in names:
+        print(f"measuring {name} ...", file=sys.stderr, flush=True)
+        measured["configs"][name] = compare_training(name, args)
+        save_json(measured, args.json)  # after each config: a run stopped later keeps it
+    if not args.no_decoding and not args.quick:
+        print("measuring decoding ...", file=sys.stderr, flush=True)
+        measured["decoding"] = compare_decoding(args)
+        save_json(measured, args.json)
+    return measured
+
+
+def machine_line(measured):
+    """The results file's "Machine:" line: the report's first line names the
+    machine, its libraries and the run's settings."""
+    from harness.machine import summary
+
+    return summary(with_torch=True) + (f"; {measured['machine']['gpu']}"
+                                       if measured["machine"].get("gpu") else "")
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--configs", default=None,
@@ -347,10 +328,12 @@ def main():
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--unfused-adam", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    results.add_option(parser, "vs_pytorch")
+    args = parser.parse_args(argv)
     set_device_defaults(args)
     if args.worker:
-        from benchmark_worker import serve  # noqa: E402  (imports the libraries)
+        from harness.worker import serve  # imports the libraries
+
 
         return serve(args.worker, config_sizes(args.config, args.quick), args.device,
                      args.threads, args.workers, fused_adam=not args.unfused_adam)
@@ -374,32 +357,13 @@ def main():
     if args.quick:
         args.rounds = 1
     os.environ.update(thread_env(args.threads))
-    from benchmark_worker import minitrans_threads
-    from machine_info import machine, matmul_peak_flops
-
-    peak = matmul_peak_flops(args.device)
-    results = {"peak_flops": peak, "configs": {}, "machine": machine(args, minitrans_threads)}
-    skipped = {}
-    names = available_configs(names, skipped)
-    if skipped:
-        results["skipped"] = skipped  # beside "configs", not in it
-    if any(name in LLAMA_CONFIGS for name in names):
-        from importlib.metadata import version
-
-        results["machine"]["transformers"] = version("transformers")
-    for name in names:
-        print(f"measuring {name} ...", file=sys.stderr, flush=True)
-        results["configs"][name] = compare_training(name, args)
-        save_json(results, args.json)  # after each config: a run stopped later keeps it
-    if not args.no_decoding and not args.quick:
-        print("measuring decoding ...", file=sys.stderr, flush=True)
-        results["decoding"] = compare_decoding(args)
-        save_json(results, args.json)
-    from benchmark_report import report  # noqa: E402
-
-    print(report(results))
+    measured = measure(names, args)
+    text = report(measured)
+    print(text)
+    results.save(args.results, "vs_pytorch", "minitrans against PyTorch", text + "\n",
+                 machine_line(measured), smoke=args.quick)
+    return 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.exit(main())

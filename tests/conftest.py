@@ -9,7 +9,7 @@ inputs and files), tests/course (exercise checkers).
 refuse to mix with host arrays, as CuPy's do) and on "cupy" where CuPy and a
 GPU are present; elsewhere the CuPy leg is skipped with the reason. Each leg
 carries a marker named after its backend, so ``pytest -m cupy`` runs the
-CuPy leg alone (``benchmarks/device_check.py`` does, on a GPU).
+CuPy leg alone (``benchmarks/device/check.py`` does, on a GPU).
 
 ``MINITRANS_TEST_TIMEOUT=SECONDS`` fails any test whose call runs longer
 (unset: no limit). A GPU check runs unattended with a budget, and a test

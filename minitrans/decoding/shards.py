@@ -29,8 +29,7 @@ from minitrans.model.replicas import default_workers, replicate, share_parameter
 # work, one position a row. Recomputing the prefix makes a step long, and a
 # beam search's step ranks beam_size x V candidates a row, so a few rows a
 # shard pay there. Measured on the small config, 2 cores:
-# python benchmarks/decoding_shards.py (benchmarks/README.md, "Decoding on
-# both cores").
+# benchmarks/results/decoding_shards/.
 MIN_ROWS_PER_SHARD = {"cache": 64, "recompute": 8, "beam": 4}
 
 _replicas = weakref.WeakKeyDictionary()  # model -> [replica, ...], made once

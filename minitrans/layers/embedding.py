@@ -8,8 +8,8 @@ from minitrans.layers.module import Module
 
 # Up to this vocabulary size the backward is a one-hot matrix product; above
 # it, a scatter-add: the product's cost grows with the vocabulary, the
-# scatter-add's does not (the commands that time both at this size are in
-# benchmarks/README.md, "Figures behind the code's comments").
+# scatter-add's does not (``python benchmarks/kernels.py`` times both at
+# this size; benchmarks/results/kernels/).
 ONE_HOT_VOCAB = 64
 
 
@@ -101,7 +101,7 @@ def add_rows_at_fast(table, row_ids, rows):
     NumPy (CuPy's add.at adds with atomics, in no fixed order). Timed
     against the reference by ``python benchmarks/kernels.py --kernels
     add_rows_at``: its tiny and copy configs take the product, small and base
-    the flat add.at (table in benchmarks/README.md).
+    the flat add.at (benchmarks/results/kernels/).
     """
     xp, (vocab_size, width) = backend.get_xp(), table.shape
     if vocab_size <= ONE_HOT_VOCAB:

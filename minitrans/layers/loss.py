@@ -117,9 +117,9 @@ class LabelSmoothedCrossEntropy(Module):
         """An array the shape of the logits, (..., V), for exp(shifted): the
         same one from step to step. A fresh one would be fresh memory every
         step, which the system hands out page by page on first touch: on the
-        base config's (2048, 8000) logits, 65 MB every step (the command
-        that times it is in benchmarks/README.md, "Figures behind the code's
-        comments"). Only this layer's cache holds it."""
+        base config's (2048, 8000) logits, 65 MB every step (``python
+        benchmarks/kernels.py`` times both; benchmarks/results/kernels/).
+        Only this layer's cache holds it."""
         buffer = self._exps_buffer
         if (buffer is None or buffer.shape != logits.shape or buffer.dtype != logits.dtype
                 or type(buffer) is not type(logits)):

@@ -36,8 +36,7 @@ class MultiHeadAttention(Module):
     The fused product gained little of a training step, the products being
     large already, too little to hide the paper's structure: the step times
     before and after the split, ``python benchmarks/vs_pytorch.py
-    --no-decoding`` on both commits, are in benchmarks/README.md ("Before and
-    after the layers were rebuilt").
+    --no-decoding`` on both commits, are in benchmarks/results/vs_pytorch/.
 
     The key projection has no bias: a key bias b adds q . b to every score of
     a query's row, the same constant for every key, and softmax is blind to

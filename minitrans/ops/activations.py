@@ -28,7 +28,7 @@ def gelu(a):
     ones, but smoothly: small negative inputs give small negative outputs.
     """
     xp = backend.get_xp()
-    # a * a * a: a**3 goes through NumPy's slow general pow (benchmarks/README.md)
+    # a * a * a: a**3 goes through NumPy's slow general pow (benchmarks/results/kernels/)
     u = _SQRT_2_OVER_PI * (a + _CUBIC * (a * a * a))
     return 0.5 * a * (1.0 + xp.tanh(u))
 
@@ -54,8 +54,8 @@ def sigmoid_reference(a):
     exponential exceeds 1: exp(-a) would overflow for a very negative a, and
     1 - sigma(-a) would lose the digits of a tiny sigma(a). One expression
     for both signs rather than ``xp.where`` between them, which NumPy
-    computes slowly (benchmarks/README.md, "Figures behind the code's
-    comments")."""
+    computes slowly (``python benchmarks/kernels.py`` times both;
+    benchmarks/results/kernels/)."""
     xp = backend.get_xp()
     denominator = xp.abs(a)  # 1 + exp(-|a|), built up in one array
     xp.negative(denominator, out=denominator)

@@ -95,8 +95,8 @@ def softmax_in_place(z, mask=None):
     instead of one per row: any shift leaves softmax unchanged, and NumPy's
     maximum along a short last axis (the 64 keys of a row of attention
     scores) goes row by row, many times slower than the maxima of whole
-    blocks (the command that compares them, and its figures, are in
-    benchmarks/README.md, "Figures behind the code's comments").
+    blocks (``python benchmarks/kernels.py`` compares them;
+    benchmarks/results/kernels/).
 
     A block's shift must leave no exponent above 0 (true: it is the block's
     largest score) and no row entirely below exp's range, where the row

@@ -15,10 +15,9 @@ gradient of every bias. The dot products go through ``einsum``, which
 multiplies and adds in one loop and forms no ``a * b`` array.
 
 How much faster depends on the machine and on the length n of the summed
-axis; ``python benchmarks/kernels.py`` measures it, and benchmarks/README.md
-("Fast kernels against their references") holds the table and the rule
-drawn from it. Rows as short as a layer norm's or a bias's favoured the
-product on every machine measured. For the long rows of the base config's
+axis; ``python benchmarks/kernels.py`` measures it (its results:
+benchmarks/results/kernels/). Rows as short as a layer norm's or a bias's
+favoured the product on every machine measured. For the long rows of the base config's
 logits the winner depends on the machine, but it is one sum a step, a small
 part of it either way, so the product stays; that is the length to rerun on
 a new machine: ``python benchmarks/kernels.py --kernels sum_last --configs base``.

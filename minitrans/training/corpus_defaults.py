@@ -22,7 +22,7 @@ on, so what depends on the corpus is derived from it:
 
 The family of corpora in ``benchmarks/own_data.py`` (numbers both ways,
 dates, transliteration, unit conversion, inflection) is what these rules
-were checked on; its report is in ``benchmarks/README.md``.
+were checked on; its reports are in ``benchmarks/results/own_data/``.
 """
 
 from minitrans.data.corpus import MERGE_SHARE_PAIRS, merge_floor

@@ -9,9 +9,10 @@ fraction of a millisecond. With every gradient, every m and every v a view
 of one flat array, the passes run once over each flat array, and only
 ``param -= step`` is left per parameter (the parameters stay the model's
 own arrays: a learner's reference to a weight keeps seeing it change).
-``python benchmarks/adam_threads.py`` times both: 0.76 of the time on the
-tiny config, 0.84 on small, and no gain on the large ones, whose passes
-are long anyway and whose update runs on two threads.
+The flat update is faster on small models, whose per-parameter update is
+mostly Python calls, and gains nothing on large ones, whose passes are long
+anyway and whose update runs on two threads (both timed:
+benchmarks/results/adam_threads/).
 The numbers are those of the per-parameter update, bit for bit: the same
 operations on the same values, in the same order for each element.
 

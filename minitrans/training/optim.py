@@ -24,9 +24,9 @@ class Optimizer:
 
     The model's tree of layers is walked once, here, as PyTorch's optimisers
     take their parameter list when they are made: a trainer's step would
-    walk it several times (zero_grad, the gradient norm, the update), 0.6
-    ms a walk of the tiny config's 94 layers (``benchmarks/ab_steps.py``:
-    its step at 0.95 of the time with one walk, benchmarks/README.md). Each step
+    walk it several times (zero_grad, the gradient norm, the update), and
+    each walk of a small model's many layers is a noticeable part of its
+    step (the before-and-after runs: benchmarks/results/ab_steps/). Each step
     still looks every array up by name in its layer's dicts, so a
     checkpoint load or a move to the GPU, which replace the arrays, is
     followed; a layer added to the model afterwards needs a new optimiser.
@@ -40,20 +40,18 @@ class Optimizer:
     blocks of BLOCK_BYTES: Adam's update is a dozen passes over the weight,
     its gradient, m, v and a scratch array, and on a block of 512 KB each
     all five stay in the core's cache from one pass to the next, where a
-    whole 4 MB weight would go back to memory every pass. The command that
-    times blocks against a whole array, and what it measured, are in
-    benchmarks/README.md ("Figures behind the code's comments"). Every
-    number is computed exactly as without blocks or threads, bit for bit.
+    whole 4 MB weight would go back to memory every pass (``python
+    benchmarks/kernels.py`` times blocks against a whole array; its results
+    are in benchmarks/results/kernels/). Every number is computed exactly as
+    without blocks or threads, bit for bit.
     On CuPy the GPU runs the updates, whole, and one thread queues them (the
     strict backend takes that path too, so the tests run it).
     """
 
     BLOCK_BYTES = 2**19
     # Below this many numbers in all, one thread updates every parameter:
-    # handing work to a second costs about what it saves (tiny's 236,176
-    # numbers take twice as long on two threads, small's 1.3 million about
-    # as long; llama's 6.9 million and more, 0.55 to 0.6 of the time on
-    # one): python benchmarks/adam_threads.py
+    # handing work to a second costs about what it saves on a small model,
+    # and saves time on a large one (benchmarks/results/adam_threads/)
     THREADED_NUMBERS = 2**21
 
     def __init__(self, model, lr, threads=None):
@@ -201,7 +199,7 @@ class Adam(Optimizer):
     gradients, m and v become views of three flat arrays, and each pass of
     the update runs once over them, the same numbers bit for bit. Beyond
     that size the per-parameter update, in blocks and on threads, is
-    faster: ``python benchmarks/adam_threads.py`` times both.
+    faster (both timed: benchmarks/results/adam_threads/).
     """
 
     FLAT_NUMBERS = Optimizer.THREADED_NUMBERS
@@ -264,10 +262,9 @@ class Adam(Optimizer):
     def _scratch_like(self, array):
         """An array of ``array``'s shape and dtype for the fast update to work
         in: a view of this thread's own scratch, made once and reused at
-        every step and every block, where fresh arrays per block were memory
-        new to the allocator each time (the page faults and times before and
-        after: benchmarks/README.md, "Adam on one thread, two, or flat
-        arrays")."""
+        every step and every block: fresh arrays per block would be memory
+        new to the allocator each time, faulted in page by page (the times
+        with both: benchmarks/results/adam_threads/)."""
         thread = threading.get_ident()
         buffer = self._scratch.get(thread)
         if (buffer is None or buffer.size < array.size or buffer.dtype != array.dtype

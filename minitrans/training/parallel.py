@@ -132,9 +132,9 @@ class DataParallel:
         """model.grads += the grads of replicas 1 .. used - 1, on all the
         workers: each thread sums the gradients of some of the parameters
         (dealt out largest first), so no array is written by two threads,
-        and neither thread waits while the other adds them all (the A/B
-        runs that kept this: benchmarks/README.md, "What made it faster,
-        measured", third round). Each replica gradient is set to zero right
+        and neither thread waits while the other adds them all (the runs
+        that kept this: benchmarks/results/vs_pytorch/, the third round of
+        speed changes). Each replica gradient is set to zero right
         after it is added, ready for the next step, on both threads: the
         replicas' own workers then start their shards at once, instead of
         zeroing first while the model's worker, whose gradients the caller

@@ -56,7 +56,7 @@ def adam_update_fast(param, grad, m, v, t, lr, betas, eps, weight_decay=0.0, scr
     passes over memory, and none over memory that is new to the allocator:
     the optimiser hands each thread the same scratch at every step. Timed
     against the reference by ``python benchmarks/kernels.py --kernels
-    adam_update`` (table in benchmarks/README.md)."""
+    adam_update`` (benchmarks/results/kernels/)."""
     if scratch is None:
         scratch = backend.get_xp().empty_like(grad)
     step = adam_step(grad, m, v, t, lr, betas, eps, out=scratch)

@@ -1,25 +1,23 @@
-"""The benchmark's own instruments: the matrix-product timer counts every
-product a step computes (``@`` and ``matmul(..., out=)``, on arrays that
-NumPy's functions made too) without changing a number, with several worker
-threads too, and its count of a step matches a formula from the config; the
-workers' allocators are the ones asked for (or refused), their answers carry
-page faults and system time; the report's tables and first line say what
-the measurements say; and a smoke run of ``benchmarks/vs_pytorch.py
---quick`` ends with its report (skipped when PyTorch is absent), and one of
-``benchmarks/kernels.py --quick`` prints a row for every kernel pair. The
-llama config's workers build the same model on both sides (the same number
-of parameters, the same loss of the same batch), and the config is skipped,
-with the reason, where transformers is not installed; grouped_query.py
-prints its table, the cache of 2 key/value heads a quarter of 8's. The
-step's breakdown (kernel_timer.py, step_breakdown.py) names every kernel
-once, with its bytes, keeps the optimiser's apart, and splits the tiny step
-into every cell of its row.
+"""The suite's instruments (benchmarks/harness/) and scripts: the
+matrix-product timer counts every product a step computes (``@`` and
+``matmul(..., out=)``, on arrays that NumPy's functions made too) without
+changing a number, with several worker threads too, and its count of a step
+matches a formula from the config; the workers' allocators are the ones
+asked for (or refused), their answers carry page faults and system time;
+vs_pytorch.py's report says what the measurements say; the llama config's
+workers build the same model on both sides (the same number of parameters,
+the same loss of the same batch), and the config is skipped, with the
+reason, where transformers is not installed; ``kernels.py --quick`` prints
+a row for every kernel pair and the code's choices; ablations.py stores
+every run and writes its table. Each script's smoke run writes its results
+file only where ``--results`` names a folder (here a temporary one).
 
-The benchmark's speed claims are measured by running it, never here.
+vs_pytorch.py's smoke run end to end, with its workers, is the device
+check's rehearsal (tests/project/test_device_check.py). The benchmarks'
+speed claims are measured by running them, never here.
 """
 
 import collections
-import importlib.util
 import os
 import pathlib
 import subprocess
@@ -32,11 +30,13 @@ import pytest
 BENCHMARKS = str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
-import allocators  # noqa: E402
-from benchmark_report import allocator_table, header, products_table, report  # noqa: E402
-from benchmark_worker import one_line, train  # noqa: E402
-from machine_info import cpu_model, describe_blas, kernel_variables, torch_blas  # noqa: E402
-from matmul_timer import TimedArray, layout, make_operand, time_products  # noqa: E402
+from harness import allocators  # noqa: E402
+from harness.configs import CONFIGS, LLAMA_CONFIGS, QUICK_SIZES, config_sizes  # noqa: E402
+from harness.machine import cpu_model, describe_blas, kernel_variables, torch_blas  # noqa: E402
+from harness.matmul_timer import TimedArray, layout, make_operand, time_products  # noqa: E402
+from harness.report import allocator_table, header, products_table, report  # noqa: E402
+from harness.worker import make_runner, train  # noqa: E402
+from harness.workload import one_line  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -136,9 +136,8 @@ def test_the_timer_counts_every_product_of_a_training_step():
     not part of the model's work. With the timer's ``__array_function__``
     taken out, the count fell short by the input-gradient products of the
     fused Q/K/V and K/V projections (dy @ W^T with both operands plain)."""
-    from benchmark_worker import MinitransRunner
-
     import minitrans
+    from harness.minitrans_runner import MinitransRunner
 
     sizes = dict(d_model=32, h=4, N=2, d_ff=64, vocab_size=300, length=6, batch=4)
     with minitrans.using("numpy", dtype="float32"):
@@ -227,8 +226,8 @@ def test_each_timing_thread_sets_itself_up_first():
 def test_torch_runner_times_products_on_threads_and_keeps_its_threads():
     pytest.importorskip("torch", reason="PyTorch is not installed: pip install \".[torch]\"")
     import torch
-    from torch_runner import TorchRunner
-    from vs_pytorch import CONFIGS
+
+    from harness.torch_runner import TorchRunner
 
     threads_before = torch.get_num_threads()
     try:
@@ -263,40 +262,13 @@ def test_products_table_is_absent_without_measurements():
     assert products_table(_results(0.3, 0.2, None)) is None
 
 
-def test_vs_pytorch_quick_run_reports():
-    """The parent, its workers (tuned and untuned) and the report, end to end
-    on the tiny config. The llama config's two runners are checked apart
-    (same parameters, same losses) and its rows by the report's own tests:
-    four more workers importing transformers would double this test's time."""
-    pytest.importorskip("torch", reason="PyTorch is not installed: pip install \".[torch]\"")
-    script = os.path.join(BENCHMARKS, "vs_pytorch.py")
-    run = subprocess.run(
-        [sys.executable, script, "--quick", "--configs", "tiny", "--pause", "0"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "| tiny |" in run.stdout and "2 worker threads" in run.stdout
-    assert "ratio, untuned (glibc default malloc" in run.stdout
-    assert "| tiny | glibc default |" in run.stdout
-    # the tuned PyTorch trains with its fused Adam, the untuned with its default
-    assert "PyTorch's Adam: torch: fused; torch default: PyTorch's default" in run.stdout
-    assert "| llama" not in run.stdout  # --configs is obeyed by --quick too
-    assert "NumPy" in run.stdout.splitlines()[0] and "BLAS" in run.stdout.splitlines()[0]
-    # minitrans's products, timed by both libraries on two threads at once
-    assert "| tiny | " in run.stdout.split("matrix products alone")[1]
-
-
 def test_the_profile_of_a_step_with_workers():
     """Two workers compute the same products as one, on half batches: the
     same FLOPs are counted from both threads. Their seconds are halved into
     a share of each thread's step, and the list of products is one
     worker's: each of its counts is the same as with one worker's."""
-    from benchmark_worker import MinitransRunner
-    from vs_pytorch import CONFIGS
-
     import minitrans
+    from harness.minitrans_runner import MinitransRunner
 
     profiles = {}
     with minitrans.using("numpy", dtype="float32"):
@@ -482,7 +454,7 @@ def test_the_report_shows_the_untuned_ratio_and_torch_compile():
 def test_the_rounds_ratios_pair_each_turn_with_the_next():
     """Each round's ratio is minitrans's turn over PyTorch's turn of the same
     round (two steps a turn here); the cell is their middle half."""
-    from benchmark_report import round_ratios, spread_cell
+    from harness.report import round_ratios, spread_cell
 
     results = _full_results({"seconds": 31.4})
     result = results["configs"]["tiny"]
@@ -570,35 +542,46 @@ def test_a_worker_that_cannot_compile_leaves_the_run_going():
         warm_up(workers, result)
 
 
-def test_kernels_quick_run_prints_a_row_for_every_pair():
+def test_kernels_quick_run_prints_a_row_for_every_pair(tmp_path):
     """``benchmarks/kernels.py --quick`` runs every kernel pair once, on the
-    tiny config or, the modern decoder's, on a small llama, and prints its
-    table (no timing claims here)."""
+    tiny config or, the modern decoder's, on a small llama, and every choice
+    of the code's comments; its results file goes where ``--results`` says
+    (no timing claims here)."""
     from minitrans.core import kernels
 
+    from harness.code_choices import CHOICES
+
     run = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, "kernels.py"), "--quick"],
+        [sys.executable, os.path.join(BENCHMARKS, "kernels.py"), "--quick",
+         "--results", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    first_line = run.stdout.splitlines()[0]
-    assert "NumPy" in first_line and "BLAS" in first_line
-    rows = [line for line in run.stdout.splitlines() if line.startswith("| ")][1:]
+    pairs, choices = run.stdout.split("\n\n")
+    rows = [line for line in pairs.splitlines() if line.startswith("| ")][1:]
     assert {row.split(" | ")[0][2:] for row in rows} == set(kernels.PAIRS)
     modern = {"sigmoid", "rotate_pairs", "grouped_attention"}
     assert all((" llama " if row.split(" | ")[0][2:] in modern else " tiny ") in row
                for row in rows)
+    assert len([line for line in choices.splitlines() if line.startswith("| `")]) == len(CHOICES)
+    (written,) = tmp_path.glob("*.md")
+    text = written.read_text(encoding="utf-8")
+    assert text.startswith("# Fast kernels against their references\n") and rows[0] in text
+    overall, _, summary = text.split("\n\n")[2:5]  # the first table, then a row per pair
+    assert overall.splitlines()[2].startswith(f"| 1 | {len(rows)} | ")
+    assert summary.startswith("| kernel | configs | ratio (1t)")
+    assert len(summary.splitlines()) == 2 + len(kernels.PAIRS)
 
 
-# ------------------------------------------------------------ ablations.py (issue 16)
+# ------------------------------------------------------------ ablations.py
 
 
 def test_ablations_writes_the_table_and_its_numbers(tmp_path, capsys, monkeypatch):
     """Two rows, two seeds, three steps: the JSON holds every run's measures,
-    their means and spreads, and the Markdown table shows a row per result,
-    the changed setting only. Before issue 16 there was no ablations.py."""
+    their means and spreads, and the results file's table shows a row per
+    result, the changed setting only."""
     import json
 
     # the script sets OMP_NUM_THREADS when imported: restored after the test,
@@ -607,7 +590,8 @@ def test_ablations_writes_the_table_and_its_numbers(tmp_path, capsys, monkeypatc
     import ablations
 
     out = tmp_path / "abl.json"
-    args = ["--rows", "D3", "--steps", "3", "--seeds", "2", "--eval-pairs", "10"]
+    args = ["--rows", "D3", "--steps", "3", "--seeds", "2", "--eval-pairs", "10",
+            "--results", str(tmp_path / "results")]
     assert ablations.main([*args, "--out", str(out)]) == 0
     stored = json.loads(out.read_text(encoding="utf-8"))
     assert [row["id"] for row in stored["rows"]] == ["base", "D3"]  # base is always trained
@@ -623,8 +607,9 @@ def test_ablations_writes_the_table_and_its_numbers(tmp_path, capsys, monkeypatc
             assert row["spread"][key] == pytest.approx((max(values) - min(values)) / 2)
         assert row["mean"]["ppl"] == pytest.approx(np.exp(row["mean"]["loss"]), rel=0.5)
         assert all(run["ppl"] >= 1 and 0 <= run["exact_match"] <= 1 for run in row["runs"])
-    table = (tmp_path / "abl.md").read_text(encoding="utf-8")
-    assert stored["machine"] in table
+    (written,) = (tmp_path / "results").glob("*.md")
+    table = written.read_text(encoding="utf-8")
+    assert table.startswith("# Table 3 in miniature") and stored["machine"] in table
     lines = [line for line in table.splitlines() if line.startswith("| (D) D3")]
     settings = [cell.strip() for cell in lines[0].split("|")[2:11]]  # N .. norm
     assert len(lines) == 1 and settings == ["", "", "", "", "", "", "0.0", "", ""]
@@ -661,24 +646,7 @@ def test_ablations_rows_are_picked_by_id_or_group(monkeypatch):
         ablations.select_rows(" , ")
 
 
-def test_ab_steps_times_two_checkouts_in_turn():
-    """benchmarks/ab_steps.py on one checkout against itself: a row per config,
-    two step times and their ratio; a config it does not know is refused."""
-    script = os.path.join(BENCHMARKS, "ab_steps.py")
-    checkout = str(pathlib.Path(BENCHMARKS).parent)
-    result = subprocess.run([sys.executable, script, checkout, checkout, "--configs", "tiny",
-                             "--rounds", "1"], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    row = result.stdout.strip().splitlines()[-1]
-    cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[0] == "tiny" and cells[1].endswith(" ms") and cells[2].endswith(" ms")
-    assert 0.2 < float(cells[3]) < 5  # the same code: the ratio is near 1, whatever the noise
-    refused = subprocess.run([sys.executable, script, checkout, checkout, "--configs", "huge"],
-                             capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2 and "huge" in refused.stderr
-
-
-# ------------------------------------------------------------ the llama config (issue 23)
+# ------------------------------------------------------------ the llama config
 
 LLAMA_TINY = dict(model="llama", d_model=32, h=4, kv_heads=2, N=2, d_ff=88, vocab_size=300,
                   length=8, batch=4, norm_eps=1e-6, rope_base=500000.0)  # not the defaults
@@ -694,10 +662,8 @@ def test_the_llama_workers_build_the_same_model():
     loss by 3e-4 or more (relative), beyond the 1e-5 allowed here."""
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
     pytest.importorskip("transformers", reason="transformers is not installed")
-    from benchmark_worker import make_runner
-    from llama_runner import MinitransLlamaRunner, TorchLlamaRunner, parameter_counts
-
     import minitrans
+    from harness.llama_runner import MinitransLlamaRunner, TorchLlamaRunner, parameter_counts
 
     threads = torch.get_num_threads()
     try:
@@ -725,7 +691,7 @@ def test_pytorch_trains_with_its_fused_adam_unless_told_otherwise():
     a PyTorch without a fused kernel for the device falls back to that
     default, saying why."""
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
-    from torch_runner import torch_adam
+    from harness.torch_runner import torch_adam
 
     parameters = [torch.nn.Parameter(torch.zeros(3))]
     fused, words = torch_adam(torch, parameters, fused=True)
@@ -745,10 +711,11 @@ def test_pytorch_trains_with_its_fused_adam_unless_told_otherwise():
     assert optimizer[0] == "Adam" and words.startswith("PyTorch's default (fused: RuntimeError")
 
 
-def test_the_llama_config_is_skipped_without_transformers():
+def test_the_llama_config_is_skipped_without_transformers(tmp_path):
     """Where transformers is not installed, --configs llama measures
     nothing and the report's row says why; the run still ends with its
-    report (the other configs would run: only llama needs transformers)."""
+    report (the other configs would run: only llama needs transformers),
+    and its results file holds the report under the header."""
     pytest.importorskip("torch", reason="PyTorch is not installed")
     script = os.path.join(BENCHMARKS, "vs_pytorch.py")
     hide = (
@@ -757,7 +724,8 @@ def test_the_llama_config_is_skipped_without_transformers():
         "real = importlib.util.find_spec\n"
         "importlib.util.find_spec = lambda name, *a: None if name == 'transformers' "
         "else real(name, *a)\n"
-        f"sys.argv = [{script!r}, '--configs', 'llama', '--no-decoding']\n"
+        f"sys.argv = [{script!r}, '--configs', 'llama', '--no-decoding', '--results', "
+        f"{str(tmp_path)!r}]\n"
         f"runpy.run_path({script!r}, run_name='__main__')\n"
     )
     run = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True,
@@ -768,11 +736,14 @@ def test_the_llama_config_is_skipped_without_transformers():
     assert row.startswith("| llama | skipped: transformers is not installed")
     header = next(line for line in run.stdout.splitlines() if line.startswith("| config |"))
     assert row.count("|") == header.count("|")
+    (written,) = tmp_path.glob("*.md")
+    text = written.read_text(encoding="utf-8")
+    assert text.startswith("# minitrans against PyTorch\n\n- Date: ") and row in text
+    assert "- Command: `python benchmarks/vs_pytorch.py --configs llama --no-decoding" in text
 
 
 def test_the_report_names_a_skipped_config_and_quick_sizes():
-    from benchmark_report import config_cell
-    from vs_pytorch import LLAMA_CONFIGS, QUICK_SIZES, config_sizes
+    from harness.report import config_cell
 
     results = _full_results({"seconds": 30.0})
     results["skipped"] = {"llama": "transformers is not installed: pip install transformers"}
@@ -784,121 +755,3 @@ def test_the_report_names_a_skipped_config_and_quick_sizes():
     assert quick == {**LLAMA_CONFIGS["llama"], **QUICK_SIZES["llama"]} and quick["kv_heads"] == 2
     assert config_cell("llama", {"sizes": LLAMA_CONFIGS["llama"]}) == "llama"
     assert config_cell("llama", {"sizes": quick}).startswith("llama (quick sizes: d_model 64, ")
-
-
-def test_grouped_query_prints_its_table(capsys):
-    """benchmarks/grouped_query.py --quick: both models decode, and the key/value
-    cache read off the arrays of kv_heads 2 is a quarter of kv_heads 8's."""
-    import grouped_query
-
-    assert grouped_query.main(["--quick"]) == 0
-    out = capsys.readouterr().out
-    assert "NumPy" in out.splitlines()[0]
-    rows = {line.split(" | ")[0][2:]: [cell.strip() for cell in line.strip("|").split("|")]
-            for line in out.splitlines() if line.startswith("| ")}
-    cache = next(cells for name, cells in rows.items() if name.startswith("key/value cache"))
-    grouped, full = (int(cell.split(" ")[0].replace(",", "")) for cell in cache[1:3])
-    assert 4 * grouped == full > 0 and cache[3] == "0.25"
-    assert "grouped-query (kv_heads 2)" in out and "multi-head (kv_heads 8)" in out
-    decoding = next(cells for name, cells in rows.items() if name.startswith("greedy decoding"))
-    assert float(decoding[1]) > 0 and float(decoding[2]) > 0
-
-
-# ------------------------------------------------------------ the step's breakdown
-
-
-def test_the_kernel_timer_names_each_kernel_once_with_its_bytes():
-    from kernel_timer import KernelTimedArray, kernel_totals
-
-    KernelTimedArray.reset()
-    x = np.ones((4, 8), dtype=np.float32).view(KernelTimedArray)
-    w = np.ones((8, 2), dtype=np.float32).view(KernelTimedArray)
-    y = np.exp(x) * 2.0  # two ufuncs
-    mean = np.mean(y)  # a function that runs a sum inside: counted once, as "mean"
-    z = np.concatenate([x @ w, x @ w], axis=1)
-    KernelTimedArray.phase = "adam"
-    x += 1.0  # the optimiser's kernels are kept apart
-    KernelTimedArray.phase = "model"
-    assert type(y) is type(z) is KernelTimedArray
-    assert float(mean) == pytest.approx(2 * np.e, rel=1e-6)
-    calls = KernelTimedArray.calls_by_kernel
-    assert calls == {"exp": 1, "multiply": 1, "mean": 1, "matmul": 2, "concatenate": 1,
-                     "adam: add": 1}
-    assert KernelTimedArray.bytes_by_kernel["exp"] == 2 * x.nbytes  # read x, write y
-    assert TimedArray.products == {((4, 8), (8, 2), "N", "N"): 2}
-    assert TimedArray.flops == 2 * (2 * 4 * 2 * 8)
-    totals = kernel_totals(steps=1, workers=1)
-    assert {name for name, *_ in totals["kernels"]} == {"exp", "multiply", "mean", "concatenate"}
-    assert totals["functions"] == pytest.approx(KernelTimedArray.seconds_by_kernel["mean"]
-                                                + KernelTimedArray.seconds_by_kernel["concatenate"])
-    KernelTimedArray.reset()
-
-
-def test_the_step_breakdown_splits_the_tiny_step(capsys):
-    import step_breakdown
-
-    import minitrans
-
-    with minitrans.using("numpy", dtype="float32"):  # the script sets them; restored after
-        step_breakdown.main(["--configs", "tiny", "--steps", "2", "--rounds", "2"])
-    out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if line.startswith("| tiny | ") and "ms (" in line)
-    cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert len(cells) == 10 and all(cell.endswith(")") for cell in cells[2:])
-    for bound in cells[2:4]:  # each product alone, and the workers' products at once
-        median, spread = bound.split("(")[1].rstrip(")").split(", ")  # two rounds: a range
-        lowest, highest = (float(value) for value in spread.split(" to "))
-        assert 0 < lowest <= float(median) <= highest
-    assert "Streaming bandwidth" in out and "GB/s" in out
-
-
-def test_the_step_breakdown_gives_the_rounds_median_and_range():
-    from step_breakdown import bound_ratios
-
-    assert bound_ratios([1.5, 1.25, 2.0]) == "1.50, 1.25 to 2.00"
-    assert bound_ratios([1.4]) == "1.40"
-
-
-def test_the_step_breakdown_refuses_bad_flags_in_one_line():
-    run = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "step_breakdown.py"),
-                          "--configs", "tiny,huge"], capture_output=True, text=True)
-    assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert "--configs: expected names of" in run.stderr and "'huge'" in run.stderr
-
-
-def test_adam_threads_prints_a_row_per_config(capsys):
-    import adam_threads
-
-    import minitrans
-
-    with minitrans.using("numpy", dtype="float32"):  # the script sets them; restored after
-        adam_threads.main(["--configs", "tiny", "--rounds", "1"])
-    out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if line.startswith("| tiny |"))
-    cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
-    assert cells[1] == "236,176" and cells[7] == "flat"
-    if importlib.util.find_spec("torch") is None:
-        assert len(cells) == 8
-    else:  # PyTorch's default and fused Adam on the same shapes, and minitrans over fused
-        assert len(cells) == 11 and all(cell.endswith(" ms") for cell in cells[8:10])
-        assert float(cells[10]) > 0
-    with pytest.raises(SystemExit):
-        adam_threads.main(["--configs", "huge"])
-    assert "--configs: expected names of" in capsys.readouterr().err
-
-
-def test_decoding_shards_prints_a_row_per_method_and_batch(capsys, monkeypatch):
-    import decoding_shards
-
-    import minitrans
-
-    monkeypatch.setattr(decoding_shards, "NEW_TOKENS", 3)  # the table's form, not its times
-    with minitrans.using("numpy", dtype="float32"):  # the script sets them; restored after
-        decoding_shards.main(["--rows", "2,128", "--rounds", "1"])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
-    assert len(rows) == 6
-    assert rows[0].startswith("| greedy, cache | 2 |") and rows[0].endswith("| 1 thread |")
-    assert rows[3].startswith("| greedy, cache | 128 |") and rows[3].endswith("| 2 threads |")
-    with pytest.raises(SystemExit):
-        decoding_shards.main(["--rows", "0"])
-    assert "--rows: expected comma-separated positive integers, got '0'" in capsys.readouterr().err

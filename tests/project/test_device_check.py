@@ -1,11 +1,16 @@
-"""The GPU check (``benchmarks/device_check.py``), proven on a CPU: it
+"""The GPU check (``benchmarks/device/check.py``), proven on a CPU: it
 refuses at once, in one line, where no GPU can work; its loss comparison
-agrees on two backends that should agree and fails on a wrong answer; the
-per-test time limit of ``tests/conftest.py`` fails a test that runs past it;
-``-m cupy`` picks the CuPy leg and nothing else; a section past its limit is
-stopped; and the rehearsal runs every section end to end into one report.
+fails on a wrong answer; the per-test time limit of ``tests/conftest.py``
+fails a test that runs past it; ``-m cupy`` picks the CuPy leg and nothing
+else; a section past its limit is stopped; a report is filed under the name
+of a results file; and the rehearsal runs every section end to end into one
+report that begins as every results file does.
+
+The rehearsal's section 7 is vs_pytorch.py's smoke run, with its tuned and
+untuned workers: the suite's end-to-end test of that script too.
 """
 
+import datetime
 import importlib.util
 import os
 import shutil
@@ -19,15 +24,19 @@ from minitrans.core import backend
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCHMARKS = os.path.join(REPO, "benchmarks")
-sys.path.insert(0, BENCHMARKS)
+DEVICE = os.path.join(BENCHMARKS, "device")
+sys.path[:0] = [DEVICE, BENCHMARKS]  # as the check runs: its folder, then the harness
 
 import backend_agreement  # noqa: E402
-import device_parsing  # noqa: E402
-import device_sections  # noqa: E402
-from benchmark_report import report  # noqa: E402
-from device_commands import run_command  # noqa: E402
+import check  # noqa: E402
+import parsing  # noqa: E402
+import sections  # noqa: E402
+from commands import run_command  # noqa: E402
 
-SCRIPT = os.path.join(BENCHMARKS, "device_check.py")
+from harness import results  # noqa: E402
+from harness.report import report  # noqa: E402
+
+SCRIPT = os.path.join(DEVICE, "check.py")
 ON_A_GPU = "cupy" in backend.available_backends()
 
 # A CuPy that is installed but finds no device, as CuPy says it on a machine
@@ -80,13 +89,6 @@ def test_with_cupy_but_no_device_the_check_refuses_at_once_in_one_line(tmp_path)
 
 
 # ------------------------------------------------------------ losses
-
-
-def test_numpy_and_strict_give_the_same_20_losses_with_and_without_dropout():
-    for dropout in (0.0, 0.1):
-        agreement = backend_agreement.loss_agreement("numpy", "strict", 20, dropout)
-        assert agreement["passed"] and agreement["worst"] <= 1e-3, agreement
-        assert len(agreement["losses"]["strict"]) == 20
 
 
 def test_the_loss_comparison_fails_on_a_wrong_answer():
@@ -158,37 +160,39 @@ def test_the_readers_take_output_cut_anywhere():
            "tests/test_a.py::test_two[cupy] FAILED\n"
            "tests/test_a.py::test_three[cupy] SKIPPED (no GPU)\n"
            "tests/test_b.py::test_hangs[cupy] ")
-    counts, seconds, complete = device_parsing.pytest_counts(cut)
+    counts, seconds, complete = parsing.pytest_counts(cut)
     assert (counts["passed"], counts["failed"], counts["skipped"], complete) == (1, 1, 1, False)
-    assert device_parsing.pytest_failures(cut) == [("tests/test_a.py::test_two[cupy]", "")]
-    assert device_parsing.pytest_last_started(cut) == "tests/test_b.py::test_hangs[cupy]"
+    assert parsing.pytest_failures(cut) == [("tests/test_a.py::test_two[cupy]", "")]
+    assert parsing.pytest_last_started(cut) == "tests/test_b.py::test_hangs[cupy]"
     whole = cut + "\nFAILED tests/test_a.py::test_two[cupy] - AssertionError: 1 != 2\n" \
         "=== 1 failed, 1 passed, 1 skipped, 9 deselected in 3.50s ==="
-    counts, seconds, complete = device_parsing.pytest_counts(whole)
+    counts, seconds, complete = parsing.pytest_counts(whole)
     assert (counts["deselected"], seconds, complete) == (9, 3.5, True)
-    assert device_parsing.pytest_failures(whole) == [
+    assert parsing.pytest_failures(whole) == [
         ("tests/test_a.py::test_two[cupy]", "AssertionError: 1 != 2")]
     table = "layer  tensor  shape  rel. error  result\nLinear (no bias)  W  (4, 5)  2.7e-12  pass"
-    assert device_parsing.gradcheck_rows(table) == [("Linear (no bias)", "W", "(4, 5)",
+    assert parsing.gradcheck_rows(table) == [("Linear (no bias)", "W", "(4, 5)",
                                                      2.7e-12, True)]
     progress = ("layer check 1: Linear: 3 tensors pass, worst 5.8e-12, 0.4 s\n"
                 "layer check 2: Add & Norm (pre-norm): 1 tensor FAIL, worst 2.0e-03, 9.5 s\n"
                 "layer check 3: Transf")
-    checks = device_parsing.gradcheck_progress(progress)
+    checks = parsing.gradcheck_progress(progress)
     assert checks == [(1, "Linear", 3, True, 5.8e-12, 0.4),
                       (2, "Add & Norm (pre-norm)", 1, False, 2.0e-3, 9.5)]
-    assert device_sections.gradcheck_progress_numbers(checks) == [
+    assert sections.gradcheck_progress_numbers(checks) == [
         "2 layer checks ended (4 tensors) in 10 s, the last `Add & Norm (pre-norm)`: "
         "1 failed (Add & Norm (pre-norm)); worst relative error 2.0e-03"]
 
 
-def test_the_report_names_the_stated_commit_over_a_copy_of_git(monkeypatch):
-    import device_check
-
-    monkeypatch.delenv("MINITRANS_COMMIT", raising=False)
-    own = device_check.git_commit()  # this checkout's, or "unknown (no git)"
+def test_a_report_is_filed_under_the_name_of_a_results_file(tmp_path, monkeypatch):
+    report_path = tmp_path / "device-check.md"
+    report_path.write_text("# minitrans device check: NVIDIA H200\n", encoding="utf-8")
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
     monkeypatch.setenv("MINITRANS_COMMIT", "8bd1e9d")
-    assert device_check.git_commit() == "8bd1e9d (MINITRANS_COMMIT)" != own
+    began = datetime.datetime(2026, 11, 27, 15, 46, 9, tzinfo=datetime.timezone.utc)
+    filed = check.file_report(str(report_path), began)
+    assert filed == tmp_path / "results" / "device_check" / "2026-11-27-154609-8bd1e9d.md"
+    assert filed.read_text(encoding="utf-8") == report_path.read_text(encoding="utf-8")
 
 
 def test_vs_pytorch_reports_a_gpu_run_in_the_gpu_terms():
@@ -213,7 +217,10 @@ def test_the_rehearsal_runs_every_section_into_one_report(tmp_path):
     written = (tmp_path / "device-check.md").read_text()
     assert run.returncode in (0, 1) and "Traceback" not in run.stderr, run.stderr[-2000:]
     assert run.stdout.strip() == f"report: {tmp_path / 'device-check.md'}"
-    assert written.startswith("# minitrans device check: rehearsal on the CPU")
+    assert written.startswith("# minitrans device check: rehearsal on the CPU\n\n- Date: ")
+    for field in ("- Machine: host ", "- Commit: ",
+                  "- Command: `python benchmarks/device/check.py "):
+        assert f"\n{field}" in written.split("\n| # |")[0]
     for number, key in enumerate(["Environment report", "CuPy leg of the test suite",
                                   "Gradient check", "20 training steps", "copy task",
                                   "Greedy decoding", "against PyTorch"], 1):
@@ -224,5 +231,8 @@ def test_the_rehearsal_runs_every_section_into_one_report(tmp_path):
     assert "every tensor" in parts[2] and "| 20 |" in parts[3]
     if importlib.util.find_spec("torch") is None:  # pip install ".[dev]": no reference to run
         assert "Status: skipped" in parts[6] and "PyTorch is not installed" in parts[6]
-    else:
+    else:  # vs_pytorch.py's report: both pairs of workers, PyTorch's two Adams, the split
         assert "Status: passed" in parts[6] and "| tiny |" in parts[6], written[:3000]
+        assert "2 worker threads" in parts[6] and "| tiny | glibc default |" in parts[6]
+        assert "PyTorch's Adam: torch: fused; torch default: PyTorch's default" in parts[6]
+        assert "| tiny | " in parts[6].split("matrix products alone")[1]

@@ -1,8 +1,17 @@
-"""Which way the library's imports point, read from its source: no module
-of ``minitrans`` imports the course kit (``minitrans_course``), and no two
-modules import each other, directly or round a longer circle. Every import
-counts, a deferred one inside a function too: it hides a circle, it does not
-remove it. Each check is also shown catching a planted offender."""
+"""Which way the imports point, read from the source: no module of
+``minitrans`` imports the course kit (``minitrans_course``), and no two
+files import each other, directly or round a longer circle, in the library
+or anywhere else in the tree (the course kit, the benchmarks, lessons,
+examples and tests). Every import counts, a deferred one inside a function
+too: it hides a circle, it does not remove it. Each check is also shown
+catching a planted offender.
+
+Outside the packages, an import is resolved as the file that runs it would
+resolve it: a script's folder is first on sys.path (the suite's scripts,
+benchmarks/device/ and benchmarks/dev/ import their neighbours by plain
+names), then the repository's packages, then benchmarks/, where the
+suite's helpers live as the package ``harness`` (the suite's scripts, the
+device check, the dev scripts, lessons and tests all put it on sys.path)."""
 
 import pathlib
 import subprocess
@@ -75,6 +84,88 @@ def circles(graph):
 def course_imports(source):
     return sorted({name for name in imported_names(source)
                    if name.split(".")[0] == COURSE_PACKAGE})
+
+
+FOLDERS = ("minitrans", "minitrans_course", "benchmarks", "lessons", "examples", "tests")
+
+
+def search_roots(path, root):
+    """Where an import of the file at ``path`` is looked for, in order."""
+    own = [] if (path.parent / "__init__.py").exists() else [path.parent]  # a script's folder
+    return own + [root, root / "benchmarks"]
+
+
+def resolve(name, roots):
+    """The file that the dotted module ``name`` is in the first of ``roots``
+    that has it (a module or a package's __init__.py), or None."""
+    for base in roots:
+        candidate = base.joinpath(*name.split("."))
+        for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+            if path.is_file():
+                return path
+    return None
+
+
+def file_graph(root, folders=FOLDERS):
+    """{file: the files it imports}, as paths relative to ``root``, over
+    every Python file of ``folders``. A top-level package's __init__.py (of
+    minitrans, the course kit, the tests, the harness) is left out as a
+    target, as the library's own graph leaves out ``minitrans``: it gathers
+    its package's names, and a module that imports one of them from it
+    names the package, not a dependency of its own."""
+    tops = {root, root / "benchmarks"}
+    graph = {}
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            roots = search_roots(path, root)
+            targets = {resolve(name, roots) for name in imported_names(path.read_text())}
+            graph[path.relative_to(root).as_posix()] = {
+                target.relative_to(root).as_posix() for target in targets
+                if target is not None and target != path
+                and not (target.name == "__init__.py" and target.parent.parent in tops)}
+    return graph
+
+
+def test_no_two_files_of_the_tree_import_each_other():
+    graph = file_graph(ROOT)
+    assert "benchmarks/harness/report.py" in graph["benchmarks/vs_pytorch.py"]
+    assert "benchmarks/device/sections.py" in graph["benchmarks/device/check.py"]
+    assert circles(graph) == []
+
+
+def plant(root, files):
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_the_tree_check_catches_circles_among_benchmark_modules(tmp_path):
+    """The flat layout's two circles (a script and its report module; a
+    worker, its runners and back), a circle inside a helper package (one
+    import deferred), and a script that imports a circle without being in it."""
+    plant(tmp_path, {
+        "benchmarks/vs_pytorch.py": "from benchmark_report import report\n",
+        "benchmarks/benchmark_report.py": "def cell():\n    from vs_pytorch import CONFIGS\n",
+        "benchmarks/benchmark_worker.py": "from llama_runner import LlamaRunner\n",
+        "benchmarks/llama_runner.py": "from torch_runner import TorchRunner\n",
+        "benchmarks/torch_runner.py": "from benchmark_worker import BATCHES\n",
+        "benchmarks/harness/__init__.py": "",
+        "benchmarks/harness/a.py": "from harness import b\n",
+        "benchmarks/harness/b.py": "def later():\n    from harness.a import x\n",
+        "benchmarks/kernels.py": "from harness.a import x\nimport numpy\n",
+        "benchmarks/device/check.py": "import runs\n",
+        "benchmarks/device/runs.py": "from check import REPO\nfrom harness import a\n",
+    })
+    assert circles(file_graph(tmp_path, ["benchmarks"])) == [
+        ["benchmarks/benchmark_report.py", "benchmarks/vs_pytorch.py"],
+        ["benchmarks/benchmark_worker.py", "benchmarks/llama_runner.py",
+         "benchmarks/torch_runner.py"],
+        ["benchmarks/device/check.py", "benchmarks/device/runs.py"],
+        ["benchmarks/harness/a.py", "benchmarks/harness/b.py"],
+    ]
+    plant(tmp_path, {"benchmarks/harness/b.py": "X = 1\n", "benchmarks/device/runs.py": "",
+                     "benchmarks/benchmark_report.py": "", "benchmarks/torch_runner.py": ""})
+    assert circles(file_graph(tmp_path, ["benchmarks"])) == []
 
 
 def test_no_two_library_modules_import_each_other():

@@ -1,9 +1,8 @@
 """benchmarks/modern_ablation.py, whose stored results lesson 22 reads: every
 row's d_ff brings its parameter count to the 2017 block's within what one
-unit of d_ff moves it, the results file holds every run, its means and
-spreads and the loss curves, flags are refused in one line, and the stored
-results are those of the rows the script defines (issue 23, point 6; before
-it there was no such script)."""
+unit of d_ff moves it, the JSON holds every run, its means and spreads and
+the loss curves, the results file its table, flags are refused in one line,
+and the stored results are those of the rows the script defines."""
 
 import json
 import os
@@ -48,7 +47,7 @@ def test_a_short_run_writes_its_runs_means_and_curves(modern_ablation, tmp_path,
     monkeypatch.setattr(modern_ablation, "CURVE_EVERY", 2)
     out = tmp_path / "m.json"
     args = ["--rows", "today,2017", "--steps", "3", "--seeds", "2", "--eval-pairs", "20",
-            "--out", str(out)]
+            "--out", str(out), "--results", str(tmp_path / "results")]
     assert modern_ablation.main(args) == 0
     stored = json.loads(out.read_text(encoding="utf-8"))
     assert [row["id"] for row in stored["rows"]] == ["2017", "today"]  # ROWS's order
@@ -61,8 +60,10 @@ def test_a_short_run_writes_its_runs_means_and_curves(modern_ablation, tmp_path,
             assert row["spread"][key] == pytest.approx((max(values) - min(values)) / 2)
         assert [step for step, _ in row["curve"]] == [2, 3]
         assert row["curve"][-1][1] == pytest.approx(row["mean"]["loss"])
-    table = (tmp_path / "m.md").read_text(encoding="utf-8")
-    assert stored["machine"] in table and "| today |" in capsys.readouterr().out
+    (written,) = (tmp_path / "results").glob("*.md")
+    table = written.read_text(encoding="utf-8")
+    assert table.startswith("# The 2017 block against today's") and stored["machine"] in table
+    assert "| today |" in capsys.readouterr().out and "| today |" in table
     with pytest.raises(SystemExit):  # an existing file is not overwritten without --force
         modern_ablation.main(args)
 

@@ -1,10 +1,11 @@
 """benchmarks/own_data.py, the bring-your-own-corpus benchmark: its corpora
-(benchmarks/own_corpora.py) are what they claim, with distinct sources; it
-reads the train command's output; it judges best.npz on held-out pairs the
-run never evaluated on; and a smoke run (two corpora, 2 steps) writes them,
-trains on each with ``minitrans train translate --data FILE`` in a folder of
-its own, evaluates and prints the table. Whether the real run reaches 95% is
-measured by running it, never here.
+(benchmarks/harness/own_corpora.py) are what they claim, with distinct
+sources; it reads the train command's output; it judges best.npz on
+held-out pairs the run never evaluated on; and a smoke run (one corpus, 2
+steps) writes it, trains on it with ``minitrans train translate --data
+FILE`` in a folder of its own, evaluates, prints the table and writes it
+into the results file of the folder ``--results`` names. Whether the real
+run reaches 95% is measured by running it, never here.
 """
 
 import datetime
@@ -24,8 +25,9 @@ from minitrans.training.trainer import TrainConfig
 BENCHMARKS = str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
-import own_corpora  # noqa: E402
 import own_data  # noqa: E402
+
+from harness import own_corpora  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("num2words") is None or importlib.util.find_spec("babel") is None,
@@ -138,7 +140,8 @@ def test_the_unseen_held_out_pairs_are_those_the_train_command_never_evaluates(t
 
 def test_a_smoke_run_trains_evaluates_and_prints_the_table(tmp_path, capsys):
     keep = tmp_path / "kept"
-    arguments = ["--pairs", "11000", "--steps", "2", "--corpora", "units"]
+    arguments = ["--pairs", "11000", "--steps", "2", "--corpora", "units", "--results",
+                 str(tmp_path / "results")]
     status = own_data.main([*arguments, "--keep", str(keep)])
     table = capsys.readouterr().out
     assert status == 0, table
@@ -149,5 +152,7 @@ def test_a_smoke_run_trains_evaluates_and_prints_the_table(tmp_path, capsys):
     assert "| 11,000 |" in row and "| bpe, " in row and "| 128, " in row
     assert "| 2 | step budget |" in row and "% of 100 |" in row  # best.npz evaluated
     assert "not judged (smoke run)" in row
+    (written,) = (tmp_path / "results").glob("*.md")
+    assert row in written.read_text(encoding="utf-8").split("\n- Command: ")[1]
     with pytest.raises(SystemExit):  # the kept folder is not overwritten
         own_data.main([*arguments, "--keep", str(keep)])
