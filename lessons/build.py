@@ -13,11 +13,16 @@ running anything.
 
 Running the lessons needs ``pip install ".[dev]"`` (jupytext, nbclient,
 ipykernel). The website is made from the stored notebooks, without running
-them, by Sphinx with the configuration in ``lessons/site/``; it needs
-``pip install ".[site]"``. Then the checks of ``lessons/site_checks.py`` read
-the lesson sources and the built pages (a heading lost in a code cell, a
-Markdown table shown as a paragraph, a stray ``$`` beside a formula): the
-build fails on any, one line each, naming the file.
+them, and from the user guide's pages (``lessons/guide/``), by Sphinx with the
+configuration in ``lessons/site/``; it needs ``pip install ".[site]"``. The
+guide's command-line reference is read from the ``minitrans`` parser and its
+benchmarks page from the newest files of ``benchmarks/results/``, both at
+build time. Then the build's checks read the lesson sources, the READMEs,
+the guide and the built pages: ``lessons/site_checks.py`` (a heading lost in a
+code cell, a Markdown table shown as a paragraph, a stray ``$`` beside a
+formula), ``lessons/site/link_checks.py`` (a broken link or anchor) and
+``lessons/site/reference_check.py`` (a command or flag missing from the
+reference). The build fails on any, one line each, naming the file.
 """
 
 import importlib.util
@@ -29,13 +34,19 @@ import tempfile
 import time
 
 LESSONS = pathlib.Path(__file__).resolve().parent
+ROOT = LESSONS.parent
 SITE_CONFIG = LESSONS / "site"
-SITE_DEFAULT = LESSONS.parent / "build" / "site"
+SITE_DEFAULT = ROOT / "build" / "site"
+GUIDE = LESSONS / "guide"
+RESULTS = ROOT / "benchmarks" / "results"
 TIMEOUT = 300  # seconds per cell
 # A link to a lesson notebook in Markdown, "](05_scaled_dot_product_attention.ipynb)": its stem.
 LESSON_LINK = re.compile(r"\]\((\d\d_\w+)\.ipynb\)")
 # Pages of the site that are not lessons (Markdown in lessons/), under their own sidebar heading.
 REFERENCE = ("Reference", ["glossary"])
+# The user guide's heading in the sidebar, and a link from its contents to one of its pages.
+GUIDE_CAPTION = "User guide"
+GUIDE_LINK = re.compile(r"\]\(([\w-]+)\.md(?:#[\w-]*)?\)")
 
 
 def lesson_sources(prefixes=()):
@@ -87,21 +98,46 @@ def course_parts(readme):
     return parts
 
 
-def site_index(readme, lessons):
+def guide_pages(contents=None):
+    """The user guide's pages in reading order, as the site names them:
+    ``guide/index`` (its contents, ``lessons/guide/index.md``), then each page
+    that the contents link, in the order of their first links. The contents
+    are the one place that orders the guide; a page they do not link is in no
+    table of contents, which Sphinx reports and the build refuses."""
+    if contents is None:
+        contents = (GUIDE / "index.md").read_text(encoding="utf-8")
+    stems = dict.fromkeys(GUIDE_LINK.findall(contents))
+    return ["guide/index"] + [f"guide/{stem}" for stem in stems if stem != "index"]
+
+
+def site_index(readme, lessons, guide=None):
     """The site's home page: lessons/README.md (its table of contents links to
     the notebooks, which MyST turns into links between pages), followed by one
     hidden table of contents per part of the course (the main path, the
-    appendix) and one for the reference pages (the glossary), which gives the
-    sidebar every page in order under its heading. A lesson that the README
-    does not list is an error: it would be missing from the sidebar."""
+    appendix), one for the user guide (``guide``, by default ``guide_pages()``)
+    and one for the reference pages (the glossary), which gives the sidebar
+    every page in order under its heading. A lesson that the README does not
+    list is an error: it would be missing from the sidebar."""
     parts = course_parts(readme)
     listed = [stem for _, stems in parts for stem in stems]
     unlisted = sorted({lesson.stem for lesson in lessons} - set(listed))
     if unlisted:
         raise SystemExit(f"build.py: lessons/README.md does not list {unlisted}")
+    guide = guide_pages() if guide is None else guide
+    sections = parts + [(GUIDE_CAPTION, guide)] + [REFERENCE]
     toctrees = ["\n".join(["", "```{toctree}", ":hidden:", ":maxdepth: 1", f":caption: {heading}",
-                            "", *stems, "```", ""]) for heading, stems in parts + [REFERENCE]]
+                            "", *stems, "```", ""]) for heading, stems in sections if stems]
     return readme.rstrip("\n") + "\n" + "".join(toctrees)
+
+
+def copy_guide(folder):
+    """The guide's pages into ``folder`` (Sphinx's sources, as ``guide/``), its
+    benchmarks page with the latest results put in (lessons/site/benchmark_results.py)."""
+    target = folder / "guide"
+    shutil.copytree(GUIDE, target)
+    template = (GUIDE / "benchmarks.md").read_text(encoding="utf-8")
+    page = site_module("benchmark_results").page(template, RESULTS)
+    (target / "benchmarks.md").write_text(page, encoding="utf-8")
 
 
 def build_site(out):
@@ -120,6 +156,7 @@ def build_site(out):
             shutil.copy(notebook, source / notebook.name)
         for page in REFERENCE[1]:
             shutil.copy(LESSONS / f"{page}.md", source / f"{page}.md")
+        copy_guide(source)
         readme = (LESSONS / "README.md").read_text(encoding="utf-8")
         (source / "index.md").write_text(site_index(readme, notebooks), encoding="utf-8")
         # -c: the configuration stays in lessons/site/; -W: a warning (a broken link,
@@ -129,6 +166,7 @@ def build_site(out):
     if status:
         raise SystemExit(f"build.py: Sphinx failed (exit status {status})")
     check_site(lesson_sources(), out)
+    check_guide(out)
 
 
 def check_site(sources, out):
@@ -140,11 +178,35 @@ def check_site(sources, out):
         raise SystemExit("\n".join(f"build.py: {problem}" for problem in problems))
 
 
+def check_guide(out, root=ROOT):
+    """Fail (SystemExit) on a broken link of a README or of a guide page (in
+    the repository ``root``), and on a command or flag of ``minitrans`` that
+    the reference built in ``out`` lacks: one line each, naming the file."""
+    from minitrans.cli.main import build_parser
+
+    links = load(SITE_CONFIG / "link_checks.py")
+    problems = links.link_problems(links.markdown_to_check(root), root, site=root / "lessons")
+    problems += load(SITE_CONFIG / "reference_check.py").reference_problems(
+        pathlib.Path(out) / "guide" / "command-line.html", build_parser())
+    if problems:
+        raise SystemExit("\n".join(f"build.py: {problem}" for problem in problems))
+
+
 def site_checks():
     """lessons/site_checks.py, loaded from its path: build.py runs as a script
     and is loaded by the tests from its path too, so lessons/ need not be on
     sys.path."""
-    spec = importlib.util.spec_from_file_location("site_checks", LESSONS / "site_checks.py")
+    return load(LESSONS / "site_checks.py")
+
+
+def site_module(name):
+    """A module of lessons/site/ (``benchmark_results``), loaded from its path."""
+    return load(SITE_CONFIG / f"{name}.py")
+
+
+def load(path):
+    """The Python file ``path`` as a module named after it."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,8 +1,8 @@
-"""Checks that ``build.py --site`` runs on the lessons and on the pages it built.
+"""Checks that ``build.py --site`` runs on the lessons and the pages it built.
 
 Sphinx's warnings (``-W``) catch broken links and missing images, but not a
-page that builds cleanly and still reads wrong. Three such defects reached the
-site once, and each has a check here:
+page that builds cleanly and still reads wrong. Three such defects have a
+check each here:
 
 * a Markdown heading inside a code cell: a lesson source whose ``# %% [markdown]``
   marker is missing shows its next section as code comments, and the page's
@@ -12,6 +12,12 @@ site once, and each has a check here:
   characters (lesson 18's toy Table 3);
 * a stray ``$`` next to a formula: display maths written inside a paragraph
   typesets its inside and leaves the outer ``$`` of ``$$`` as text (lesson 14).
+
+The user guide and the READMEs, which Sphinx reads only in part or not at
+all, have checks of their own beside the site's configuration:
+``site/reference_check.py`` (every command and flag in the command-line
+reference) and ``site/link_checks.py`` (every link of every README and guide
+page).
 
 Each check returns its problems as one line each, naming the file; no problem,
 an empty list. They read text only (no browser), so they take well under a second.
@@ -110,7 +116,9 @@ def page_problems(path):
 
 
 def site_problems(sources, out):
-    """Every problem of the lesson ``sources`` and of the pages built in ``out``."""
+    """Every problem of the lesson ``sources`` and of the pages built in ``out``
+    (the guide's, in ``out/guide/``, included; Sphinx's own in ``_static`` not)."""
     problems = [p for source in sources for p in source_problems(source)]
-    pages = sorted(pathlib.Path(out).glob("*.html"))
+    out = pathlib.Path(out)
+    pages = sorted(p for p in out.rglob("*.html") if "_static" not in p.relative_to(out).parts)
     return problems + [p for page in pages for p in page_problems(page)]

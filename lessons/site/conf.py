@@ -4,11 +4,20 @@ The pages are the stored, executed notebooks: nothing is run while building
 (``nb_execution_mode = "off"``). MathJax comes from the sphinx-mathjax-offline
 package and is copied into the site, so that no page loads anything from
 another host and the course reads the same without a network.
+
+The user guide's command-line reference is sphinx-argparse's ``argparse``
+directive over ``cli_reference.parser()`` (this folder), the ``minitrans``
+parser read afresh at every build.
 """
 
+import pathlib
 import re
+import sys
 
 from docutils import nodes
+
+# cli_reference.py, which the guide's argparse directive names as its module, is beside this file.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 project = "The minitrans course"
 author = "minitrans"
@@ -17,7 +26,10 @@ copyright = "minitrans authors"
 extensions = [
     "myst_nb",  # notebooks and Markdown as pages
     "sphinx-mathjax-offline",  # MathJax 3 served from _static/, not from a CDN
+    "sphinxarg.ext",  # the guide's command-line reference, from the argument parsers
 ]
+# The reference heads each command's section with its whole name, "minitrans train".
+sphinxarg_full_subcommand_name = True
 
 # The notebooks are stored executed; running them again belongs to build.py without --site.
 nb_execution_mode = "off"

@@ -25,6 +25,7 @@ import sys
 
 SITE = pathlib.Path(__file__).resolve().parent
 LESSONS = SITE.parent
+ROOT = LESSONS.parent
 FONTS = SITE / "static" / "fonts"
 # Debian's Noto Sans CJK collections, one a weight; the face taken from each is FAMILY.
 COLLECTIONS = {"regular": "NotoSansCJK-Regular.ttc", "bold": "NotoSansCJK-Bold.ttc"}
@@ -38,11 +39,15 @@ def site_sources():
     """Every file whose text can reach a page of the site: the lessons (their
     sources and their executed notebooks, outputs included), the Markdown pages
     (the README becomes the home page and gives the sidebar its titles, the
-    glossary) and the site's own configuration, templates and styles."""
+    glossary, the user guide), what the guide's generated pages read (the
+    command line's parsers, the benchmarks' results) and the site's own
+    configuration, templates and styles."""
     lessons = sorted(LESSONS.glob("[0-9][0-9]_*.py")) + sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
-    pages = sorted(LESSONS.glob("*.md"))
+    pages = sorted(LESSONS.glob("*.md")) + sorted((LESSONS / "guide").glob("*.md"))
+    generated = (sorted((ROOT / "minitrans" / "cli").glob("*.py"))
+                 + sorted((ROOT / "benchmarks" / "results").rglob("*.md")))
     site = sorted(p for p in SITE.rglob("*") if p.suffix in (".py", ".html", ".css", ".js"))
-    return lessons + pages + site
+    return lessons + pages + generated + site
 
 
 def characters_used():

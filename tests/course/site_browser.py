@@ -27,7 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHROMIUM = pathlib.Path("/usr/bin/chromium")
 CHROMEDRIVER = pathlib.Path("/usr/bin/chromedriver")
 INSTALL_BROWSER = "apt-get install chromium chromium-driver, and pip install selenium"
-SITE_TOOLS = ["sphinx", "myst_nb", "sphinx_book_theme"]
+SITE_TOOLS = ["sphinx", "myst_nb", "sphinx_book_theme", "sphinxarg"]
 
 
 def _missing_browser():

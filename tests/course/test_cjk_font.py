@@ -1,13 +1,13 @@
 """The site's own CJK font (lessons/site/static/fonts, loaded by minitrans.css).
 
 On a machine without a Chinese font the glossary's 中文 column and the
-sidebar's 术语表 showed as boxes. The site now ships Noto Sans CJK SC cut down
-to the characters it uses; these tests read the font files' character maps
-(fontTools) and check that every CJK character that can reach a page, from the
-glossary, the README (the home page and the sidebar's titles), the lessons
-and their outputs, is in both weights, that the stylesheet loads the files for
-those characters, and that the licence travels with them. A character the
-font lacks is shown caught on a planted text."""
+sidebar's 术语表 would show as boxes, so the site ships Noto Sans CJK SC cut
+down to the characters it uses. These tests read the font files' character
+maps (fontTools) and check that every CJK character that can reach a page,
+from the glossary, the README (the home page and the sidebar's titles), the
+user guide, the lessons and their outputs, is in both weights, that the
+stylesheet loads the files for those characters, and that the licence travels
+with them. A character the font lacks is shown caught on a planted text."""
 
 import pathlib
 import re

@@ -1,10 +1,7 @@
 """Interactive figures (minitrans_course.interactive and interactive_figures):
 self-contained HTML that asks no other host for anything, data that is what
 minitrans computes, unique ids, a static PNG, and, in headless Chromium when
-it is here, a drawing that changes when each control is moved.
-
-Before issue 16 there were no interactive figures: every test here fails on
-the old code with an ImportError."""
+it is here, a drawing that changes when each control is moved."""
 
 import html.parser
 import json

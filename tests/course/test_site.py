@@ -1,7 +1,9 @@
 """The course as a website, opened in a real browser.
 
-``python lessons/build.py --site DIR`` builds the site from the stored notebooks;
-a local server on 127.0.0.1 serves it and headless Chromium opens every page.
+``python lessons/build.py --site DIR`` builds the site from the stored notebooks
+and the user guide's pages; a local server on 127.0.0.1 serves it and headless
+Chromium opens every page, the guide's (in ``guide/``) included, each reached
+from the home page.
 Each page must have a title, load every image, typeset its mathematics, let a
 formula wider than the column scroll rather than cut it off, load the site's
 own CJK font for its Chinese text, log no error in the console, ask no other
@@ -47,12 +49,20 @@ def browser():
 # ---- the site ----
 
 
+def site_pages(site):
+    """Every page of the built site, as paths from its root ("guide/index.html"),
+    but the templates Sphinx's theme keeps in _static."""
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                  if "_static" not in p.relative_to(site).parts)
+
+
 @needs_site_tools
 @needs_browser
 def test_every_page_passes_in_the_browser(site, browser):
+    pages = site_pages(site)
+    assert "guide/index.html" in pages and "guide/command-line.html" in pages, pages
     server = serve(site)
     try:
-        pages = sorted(p.relative_to(site).as_posix() for p in site.glob("*.html"))
         problems = {page: page_problems(browser, base_url(server) + page) for page in pages}
         # The lessons' mathematics was really typeset, not merely absent.
         browser.get(base_url(server) + "05_scaled_dot_product_attention.html")
@@ -61,6 +71,29 @@ def test_every_page_passes_in_the_browser(site, browser):
     finally:
         server.shutdown()
     assert not {page: found for page, found in problems.items() if found}
+
+
+_LINKS = "return Array.from(document.querySelectorAll('a[href]')).map(a => a.href);"
+
+
+@needs_site_tools
+@needs_browser
+def test_the_home_page_leads_to_every_page_of_the_guide(site, browser):
+    """Opened in the browser, the home page links each page of the guide (its
+    sidebar, under "User guide"), and each guide page links back home."""
+    server = serve(site)
+    try:
+        browser.get(base_url(server) + "index.html")
+        linked = {url.split("#")[0] for url in browser.execute_script(_LINKS)}
+        guide = [page for page in site_pages(site) if page.startswith("guide/")]
+        unreached = [page for page in guide if base_url(server) + page not in linked]
+        browser.get(base_url(server) + "guide/command-line.html")
+        home = base_url(server) + "index.html" in browser.execute_script(_LINKS)
+        caption = "User guide" in browser.find_element("css selector", "nav.bd-links").text
+    finally:
+        server.shutdown()
+    assert len(guide) >= 7 and not unreached, unreached
+    assert home and caption
 
 
 # Scroll the first formula containing the given text inside the box that

@@ -1,9 +1,12 @@
 """The built site read as text, without a browser: what its configuration
-(lessons/site/conf.py) and build (lessons/build.py) promise. Every lesson has a
-page and the home page links it; nothing is loaded from another host; the
-build's own checks (lessons/site_checks.py) pass on every page; a Markdown
-output is a real table; consecutive prints share one box; the glossary has a
-letter index; the site's stylesheet and CJK font are served with their licence.
+(lessons/site/conf.py) and build (lessons/build.py) promise. Every lesson and
+every page of the user guide has a page and the home page links it; nothing is
+loaded from another host; the build's own checks (lessons/site_checks.py) pass
+on every page; the command-line reference lists every command and flag, with
+the flags in its texts shown as code; the benchmarks page has a section for
+each script of the suite; a Markdown output is a real table; consecutive prints
+share one box; the glossary has a letter index; the site's stylesheet and CJK
+font are served with their licence.
 
 Needs the site extra; the site is built once per test run (site_browser.py).
 """
@@ -30,6 +33,44 @@ def test_the_site_has_a_home_page_and_every_lesson(site):
     assert lessons and all((site / name).exists() for name in lessons)
     index = (site / "index.html").read_text(encoding="utf-8")
     assert all(f'href="{name}"' in index for name in lessons), "the home page links every lesson"
+
+
+@needs_site_tools
+def test_the_site_has_every_page_of_the_guide_and_the_home_page_links_them(site):
+    build = load_module(ROOT / "lessons" / "build.py", "lessons_build_for_pages")
+    guide = build.guide_pages()
+    sources = sorted(p.stem for p in (ROOT / "lessons" / "guide").glob("*.md"))
+    assert sorted(page.removeprefix("guide/") for page in guide) == sources
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert all((site / f"{page}.html").exists() for page in guide)
+    assert all(f'href="{page}.html"' in index for page in guide), "the home page links the guide"
+    assert index.index('href="guide/index.html"') < index.index('href="glossary.html"')
+
+
+@needs_site_tools
+def test_the_command_line_reference_has_every_command_and_flag(site):
+    """The build's own check, run again so that a failure names what is missing,
+    and the texts as the terminal writes them: flags as code, not "–flag"."""
+    from minitrans.cli.main import build_parser
+
+    reference = load_module(ROOT / "lessons" / "site" / "reference_check.py", "reference_check")
+    page = site / "guide" / "command-line.html"
+    assert reference.reference_problems(page, build_parser()) == []
+    text = page.read_text(encoding="utf-8")
+    assert '<span class="pre">--eval-every</span></code> steps' in text
+    reference = text.split('id="every-command-and-flag"')[1]
+    assert "&lt;|endoftext|&gt;" in reference and "–" not in reference
+
+
+@needs_site_tools
+def test_the_benchmarks_page_has_a_section_for_each_script_of_the_suite(site):
+    results = load_module(ROOT / "lessons" / "site" / "benchmark_results.py", "benchmark_results")
+    text = (site / "guide" / "benchmarks.html").read_text(encoding="utf-8")
+    sections = text.split("<h2>")[1:]
+    for name, script in results.SUITE.items():
+        found = results.runs(ROOT / "benchmarks" / "results" / name)
+        expected = f"{name}/{found[-1].name}" if found else f"{name}/</span></code> holds no"
+        assert any(expected in section for section in sections), script
 
 
 @needs_site_tools
@@ -99,7 +140,8 @@ def test_the_sites_styles_and_cjk_font_are_served(site):
     static = site / "_static"
     assert (static / "minitrans.css").exists() and (static / "fonts" / "OFL.txt").exists()
     assert (static / "fonts" / "cjk-subset-regular.woff").exists()
-    pages = [p for p in site.glob("*.html") if p.name not in ("genindex.html", "search.html")]
+    pages = [p for p in site.rglob("*.html")
+             if p.name not in ("genindex.html", "search.html") and "_static" not in p.parts]
     unstyled = [p.name for p in pages if "_static/minitrans.css" not in p.read_text("utf-8")]
     assert not unstyled, unstyled
 
