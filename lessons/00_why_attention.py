@@ -39,6 +39,7 @@ import minitrans
 from minitrans_course import path_lengths as pl
 from minitrans.gradcheck import check_layer, format_table
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
 minitrans.use("numpy", dtype="float64")  # gradient checks need float64
 print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name(),
       "| dtype:", minitrans.get_dtype())

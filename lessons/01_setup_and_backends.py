@@ -12,7 +12,9 @@
 # 1. how minitrans chooses between NumPy and CuPy, and what happens without a GPU;
 # 2. moving arrays between host (CPU) memory and the device (GPU);
 # 3. why we care about `float32` versus `float64`;
-# 4. our first layer, `Linear`, with its forward, its backward and a gradient check.
+# 4. the two versions of minitrans's kernels, and why this course runs the
+#    one you can read;
+# 5. our first layer, `Linear`, with its forward, its backward and a gradient check.
 
 # %%
 import numpy as np
@@ -20,6 +22,7 @@ import numpy as np
 import minitrans
 from minitrans.core import backend
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (see below)
 print("minitrans", minitrans.__version__, "| numpy", np.__version__)
 print("backend:", backend.backend_name(), "| default dtype:", minitrans.get_dtype())
 
@@ -100,6 +103,38 @@ import math
 x = np.ones(3, dtype=np.float32)
 print("x / np.sqrt(4.0)   ->", (x / np.sqrt(np.float64(4.0))).dtype)
 print("x / math.sqrt(4.0) ->", (x / math.sqrt(4.0)).dtype)
+
+# %% [markdown]
+# ## The kernels you read, and the fast ones
+#
+# A few computations inside the layers (softmax, layer norm, the loss, Adam's
+# update, ...) come in two versions, side by side in one module: a
+# **reference** version that reads as the equation, and a **fast** one that
+# computes the same numbers with fewer arrays or inside the matrix library
+# (lesson 12 lists them). minitrans runs the fast versions unless told
+# otherwise: they train faster. This course runs the reference versions, so
+# that the code a lesson shows you is the code that runs. Every lesson
+# starts, as this one did above, with
+#
+# ```python
+# minitrans.use(kernels="reference")
+# ```
+#
+# `with minitrans.using(kernels="fast"):` runs one block on the fast
+# versions, and `MINITRANS_KERNELS=reference` in the environment chooses
+# before Python starts (for a script, or the `minitrans` command). A few
+# lessons train a model long enough for the speed to matter; they run that
+# training on the fast kernels, and say so where they do. The two agree to
+# rounding (the tests check every pair), except dropout, whose fast version
+# draws other masks from the same seed.
+
+# %%
+from minitrans.core import kernels
+
+print("active kernel set:", kernels.active())
+with minitrans.using(kernels="fast"):
+    print("inside `with minitrans.using(kernels=\"fast\")`:", kernels.active())
+print("after the block:", kernels.active())
 
 # %% [markdown]
 # ## Our first layer: Linear
@@ -188,6 +223,9 @@ check_linear_backward(my_linear_backward);
 # * Arrays move with `to_device` and `to_numpy`; layers and models too.
 # * Training uses float32, gradient checks float64, and Python floats keep
 #   float32 arrays float32.
+# * The course runs the reference kernels, which read as the equations
+#   (`minitrans.use(kernels="reference")`); `minitrans.using(kernels="fast")`
+#   runs a block on the fast ones.
 # * A layer is a forward and a backward side by side, and a gradient check
 #   proves the backward right.
 #

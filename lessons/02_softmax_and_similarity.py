@@ -26,6 +26,8 @@ import numpy as np
 import minitrans
 from minitrans.ops.softmax import softmax, softmax_backward
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 print("backend:", minitrans.core.backend.backend_name(), "| default dtype:", minitrans.get_dtype())
 
 # %% [markdown]
@@ -353,9 +355,10 @@ plt.show()
 # matrix-product form and fixes it.)
 #
 # `minitrans.ScaledDotProductAttention` applies the factor inside its forward.
-# Its attention weights are the softmax of the scaled scores, up to float32
-# rounding (lesson 5 shows the cheaper shift it uses; shapes
-# $(B, T_q, d_k)$ for $Q$, $(B, T_k, d_k)$ for $K$ and $V$):
+# Its attention weights are the softmax of the scaled scores: with the
+# reference kernels this course runs, the very numbers of `softmax` (the
+# fast ones, lesson 5, agree to float32 rounding); shapes $(B, T_q, d_k)$
+# for $Q$, $(B, T_k, d_k)$ for $K$ and $V$:
 
 # %%
 rng = np.random.default_rng(2)

@@ -26,6 +26,8 @@ import numpy as np
 import minitrans
 from minitrans.data import Tokenizer, Vocab
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 # A tiny corpus for the whole lesson.
 corpus = [
     "the slower runner ran slowly",

@@ -31,6 +31,8 @@ import minitrans
 from minitrans.data import Tokenizer, Vocab
 from minitrans.layers.positional import sinusoidal_table
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 minitrans.set_dtype("float64")
 print("backend:", minitrans.core.backend.backend_name(), "| default dtype:", minitrans.get_dtype())
 
@@ -392,10 +394,15 @@ with minitrans.using(dtype="float64"):
 # checker tries several sizes, among them an **odd** $d_\text{model}$ (for 17,
 # features $0, 2, \dots, 16$ are sines and $1, 3, \dots, 15$ cosines, so the
 # last feature is a sine with no partner), against a table it fills entry by
-# entry with `math.sin` and `math.cos`. Hints: `np.arange(max_len)[:, None]`
-# gives a column of positions; for feature $j$ the exponent uses
-# $2i = j - (j \bmod 2)$. The solution is in
+# entry with `math.sin` and `math.cos`. The solution is in
 # `solutions/04_positional_encoding.py`.
+#
+# <details><summary>Hint (it may give the solution away: try first)</summary>
+#
+# `np.arange(max_len)[:, None]` gives a column of positions; for feature $j$
+# the exponent uses $2i = j - (j \bmod 2)$.
+#
+# </details>
 
 # %%
 from minitrans_course.exercises import check_positional_encoding

@@ -35,6 +35,8 @@ import numpy as np
 import minitrans
 from minitrans.ops.softmax import softmax
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name(),
       "| dtype:", minitrans.get_dtype())
 
@@ -407,13 +409,14 @@ print("softmax_in_place (spread 1002 > 60, so each row's own max):\n",
 # %% [markdown]
 # The blind shift turns the second row into $0/0$ = NaN; `softmax_in_place`
 # gives both rows the same weights, as it should, since they differ by a
-# constant. The fast version is what trains by default; `softmax` and
-# `masked_softmax` stay the reference versions, and `tests/library/test_kernels.py`
-# and `tests/library/test_attention.py` check that they agree, with masks, fully
-# masked rows, both shifts and NaN. To run the whole model on the reference
-# versions, set `MINITRANS_KERNELS=reference` or call
-# `minitrans.use(kernels="reference")` (lesson 12); `python
-# benchmarks/kernels.py` times each fast version against its reference.
+# constant. The fast version is what minitrans trains with by default;
+# `softmax` and `masked_softmax` stay the reference versions, and
+# `tests/library/test_kernels.py` and `tests/library/test_attention.py` check
+# that they agree, with masks, fully masked rows, both shifts and NaN. This
+# course runs the reference versions (`minitrans.use(kernels="reference")`
+# at the top of every lesson, lesson 1), so the attention layers of these
+# lessons call `masked_softmax`; `python benchmarks/kernels.py` times each
+# fast version against its reference.
 #
 # ## Exercise: attention with a mask
 #

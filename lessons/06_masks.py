@@ -31,6 +31,8 @@ import minitrans
 from minitrans import causal_mask, decoder_mask, padding_mask
 from minitrans.ops.softmax import masked_softmax, softmax
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name())
 
 # %% [markdown]

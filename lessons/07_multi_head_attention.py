@@ -26,6 +26,8 @@ import numpy as np
 import minitrans
 from minitrans.gradcheck import randomise_params
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 print("minitrans", minitrans.__version__, "| backend:", minitrans.core.backend.backend_name(),
       "| dtype:", minitrans.get_dtype())
 
@@ -332,9 +334,10 @@ for h in [1, 2, 4, 8, 16]:
 # one product $[dQ \mid dK \mid dV]\,[W^Q \mid W^K \mid W^V]^\top$.
 #
 # minitrans keeps the four separate `Linear` layers. They are what Figure 2
-# draws and what you can check against the equations line by line, and the
-# fused product was measured here at only about 1% of a training step
-# (benchmarks/README.md): the products are already large. The backward then
+# draws and what you can check against the equations line by line, and
+# fusing them saves only about 1% of a training step on a CPU: the products
+# are already large (`benchmarks/results/step_breakdown/` shows where a
+# step's time goes). The backward then
 # sums the three uses of $x$ explicitly, `dx = dQ W_Q^T + dK W_K^T + dV
 # W_V^T`, which is the equation itself. The identity above, checked:
 

@@ -31,6 +31,8 @@ import numpy as np
 import minitrans
 from minitrans import MultiHeadAttention, ScaledDotProductAttention, padding_mask
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 PAD = 0  # the id of <pad>, as in the rest of minitrans
 
 # %% [markdown]
@@ -179,12 +181,15 @@ print("\nweights of sentence 2, head 1 (rows: 3 target positions, columns: 5 sou
 print(np.round(minitrans.to_numpy(cross.attention.attention_weights[1, 0]), 3))
 
 # %% [markdown]
-# A stronger test: whatever the encoder wrote at the padded positions can
-# change the output by float32 rounding at most. We overwrite them with large
-# numbers and compare. (The weights of the padded keys stay exactly 0, but
-# their huge scores spread a head's scores over more than 60, so the softmax
-# of lesson 5 shifts each row by its own maximum instead of one per head:
-# the same weights, rounded slightly differently, about $10^{-7}$.)
+# A stronger test: whatever the encoder wrote at the padded positions must
+# not change the output. We overwrite them with large numbers and compare.
+# The weights of the padded keys stay exactly 0, and the reference softmax
+# this course runs shifts each row by the largest of its unmasked scores
+# (lesson 5), so nothing changes at all. (minitrans's fast softmax shifts a
+# head's scores by one number, until their spread passes 60, as the huge
+# scores make it here: then it shifts each row by its own maximum instead,
+# and the same weights come out rounded slightly differently, about
+# $10^{-7}$ in float32.)
 
 # %%
 noisy_memory = memory.copy()

@@ -34,6 +34,8 @@ import numpy as np
 import minitrans
 from minitrans import AddNorm, FeedForward, LayerNorm
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 # %% [markdown]
 # **You are here**: the Add & Norm boxes and the residual paths around every
 # sub-layer; below it, the path of one token through an encoder layer, with
@@ -170,11 +172,11 @@ print("max |dx - (dy + dx_branch)| =",
 # precision here).
 #
 # In minitrans these three equations are `layer_norm_reference`, in
-# `minitrans/layers/layernorm.py`, line for line. The layer runs its fast
-# twin `layer_norm_fast` by default (the same numbers with two arrays of
-# shape $(B, T, d)$ instead of six, and the sums as matrix products);
-# `MINITRANS_KERNELS=reference` switches every layer to the reference
-# versions (lesson 12).
+# `minitrans/layers/layernorm.py`, line for line, and the version this
+# course runs (`minitrans.use(kernels="reference")`, lesson 1). Outside the
+# course the layer runs its fast twin `layer_norm_fast` by default (the
+# same numbers with two arrays of shape $(B, T, d)$ instead of six, and the
+# sums as matrix products; lesson 12).
 
 # %%
 import inspect

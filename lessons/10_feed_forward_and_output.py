@@ -35,6 +35,8 @@ from minitrans import (
 from minitrans.decoding import apply_temperature, draw, top_k_filter, top_p_filter
 from minitrans.ops.softmax import softmax
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 # %% [markdown]
 # **You are here**: the feed-forward network of every layer, and the linear
 # map and softmax at the top of the decoder. The drawing is the paper's base

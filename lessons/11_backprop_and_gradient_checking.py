@@ -33,6 +33,8 @@ from minitrans.gradcheck import (
 )
 from minitrans.gradcheck import randomise_params
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 np.set_printoptions(precision=4, suppress=True)
 
 # %% [markdown]

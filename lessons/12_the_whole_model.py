@@ -31,6 +31,8 @@ from minitrans.data.tasks import load_task
 from minitrans.gradcheck import check_layer, format_table
 from minitrans.gradcheck import tiny_model
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 # %% [markdown]
 # ## 1. Figure 1, assembled
 #
@@ -383,10 +385,12 @@ print(f"\n{len(results)} tensors, {sum(r.passed for r in results)} pass, worst r
 # side by side in one module: a reference version that reads as the
 # equation (`softmax`, the layer-norm formulas, $-\sum q \log p$, Adam with
 # $\hat m$ and $\hat v$) and a fast version that computes the same numbers
-# with fewer arrays or inside BLAS. The fast ones run by default. To follow a
-# number through the model on the reference versions only, start Python with
-# `MINITRANS_KERNELS=reference`, or call `minitrans.use(kernels="reference")`
-# (`with minitrans.using(kernels="reference"):` for one block). The tests
+# with fewer arrays or inside BLAS. minitrans runs the fast ones by default;
+# this course runs the reference ones, chosen at the top of every lesson
+# with `minitrans.use(kernels="reference")` (lesson 1), so the gradient
+# check above ran on the versions you have read. `with
+# minitrans.using(kernels="fast"):` runs one block on the fast set, and
+# `MINITRANS_KERNELS=reference` chooses before Python starts. The tests
 # check every pair equal, and run the gradient check above and a short
 # training on both sets; `python benchmarks/kernels.py` times each pair.
 # One pair differs on purpose: dropout's fast masks come from 16-bit random

@@ -23,6 +23,8 @@ import numpy as np
 import minitrans
 from minitrans.training.optim import global_grad_norm
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 np.set_printoptions(precision=6, suppress=True)
 
 # %% [markdown]

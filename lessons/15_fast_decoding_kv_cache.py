@@ -41,6 +41,8 @@ import minitrans
 from minitrans import decoding
 from minitrans.model.kvcache import KVCache
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 # %% [markdown]
 # ## A model to decode with
 #
@@ -88,11 +90,13 @@ print("logits of 5 tokens:", short.shape, "| of 6 tokens:", longer.shape)
 print("largest change at the first 5 positions:", np.abs(longer[:, :5] - short).max())
 
 # %% [markdown]
-# The first five positions are the same up to float64 rounding, $10^{-15}$:
-# not bit for bit, because attention's softmax shifts a head's scores by
-# their largest one (lesson 5), which the sixth position can change, and a
-# different shift rounds differently in the last bits. So recomputing them
-# is wasted work. Without a cache, step $t$ of
+# The first five positions are the same, bit for bit: the reference
+# softmax this course runs shifts each row of scores by its own largest
+# score (lesson 5), which a later position, masked out of that row, cannot
+# change. (minitrans's fast softmax shifts a head's scores by their largest
+# one, which the sixth position can change, and a different shift rounds
+# differently in the last bits: there the two agree to float64 rounding,
+# about $10^{-15}$.) So recomputing them is wasted work. Without a cache, step $t$ of
 # every decoder layer
 #
 # * projects all $t$ positions to queries, keys and values, and runs the

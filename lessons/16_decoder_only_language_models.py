@@ -44,6 +44,8 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.ops.softmax import softmax
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 # %% [markdown]
 # ## A language model
 #
@@ -429,8 +431,8 @@ for name, options in settings:
 # %% [markdown]
 # * **Greedy** writes one sentence 200 times.
 # * **Temperature 1** samples from the model's own distribution: 200
-#   different sentences, none of them seen in training (the grammar has five
-#   million), more than nine in ten grammatical. The others come from the small
+#   different sentences, hardly any of them seen in training (the grammar
+#   has five million), more than nine in ten grammatical. The others come from the small
 #   probability that the model, after 300 steps, still gives wrong words.
 # * **Temperature 0.5** sharpens the distribution: those unlikely words
 #   almost vanish and every sample here is grammatical, at the price of

@@ -15,8 +15,8 @@
 #    and big models;
 # 2. GPT-2 small built with minitrans at its real shape (124 million
 #    parameters): its parameters counted part by part against the
-#    published checkpoint, one forward pass timed, the memory that training
-#    it would need, and what loading OpenAI's weights would take;
+#    published checkpoint, one forward pass timed, and the memory that
+#    training it would need (lesson 23 shows how the published weights load);
 # 3. what trained embeddings carry: a small GPT-shaped model trained on the
 #    toy English of lesson 16, its word vectors' nearest neighbours and a
 #    2-D projection, against the untrained embedding;
@@ -45,6 +45,8 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.ops.activations import gelu
 from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 # %% [markdown]
 # ## 1. What changed from 2017 to 2019
 #
@@ -59,12 +61,13 @@ from minitrans.training.optim import Adam, clip_grad_norm, transformer_lr
 # | --- | --- | --- | --- | --- |
 # | stacks | encoder and decoder, cross-attention between them | decoder only: masked self-attention, no encoder, no cross-attention | `decoder_only=True` (`DecoderOnlyLM`) | [16](16_decoder_only_language_models.ipynb) |
 # | where the LayerNorm sits | after each residual addition (post-norm) | before each sub-layer (pre-norm), and one final LayerNorm | `pre_norm=True` | [9](09_residual_and_layer_norm.ipynb) |
-# | feed-forward activation | ReLU | GELU (tanh approximation) | `activation="gelu"` | [10](10_feed_forward_and_output.ipynb) |
+# | feed-forward activation | ReLU | GELU (tanh approximation) | `activation="gelu"` | [17](17_dropout_initialisation_and_gelu.ipynb) |
 # | positions | sinusoidal table, fixed | learned table of 1,024 × d_model | `positions="learned"` | [4](04_positional_encoding.ipynb) |
-# | embedding and output matrix | one matrix for source and target embeddings and the pre-softmax projection (§3.4) | one matrix for the input embedding and the output projection | `tie_embeddings=True` | [12](12_the_whole_model.ipynb) |
-# | embedding scale | × √d_model (§3.4) | none | always × √d_model | [3](03_tokens_and_embeddings.ipynb) |
-# | tokens | BPE, 37,000 shared between English and German | byte-level BPE: 256 bytes + 50,000 merges + `<\|endoftext\|>` = 50,257 | `data.bpe` (merges over characters) | [3](03_tokens_and_embeddings.ipynb) |
-# | initialisation | not specified | residual layers' weights scaled by 1/√N at initialisation | Xavier everywhere | — |
+# | embedding and output matrix | one matrix for source and target embeddings and the pre-softmax projection (§3.4) | one matrix for the input embedding and the output projection, with no output bias | `tie_embeddings=True`, `output_bias=False` | [12](12_the_whole_model.ipynb) |
+# | embedding scale | × √d_model (§3.4) | none | `scale_embedding=False` (default: × √d_model) | [3](03_tokens_and_embeddings.ipynb) |
+# | padding | a `<pad>` token, masked | no padding token (`<\|endoftext\|>` ends documents) | `pad_id=None` | [6](06_masks.ipynb) |
+# | tokens | BPE, 37,000 shared between English and German | byte-level BPE: 256 bytes + 50,000 merges + `<\|endoftext\|>` = 50,257 | `data.bpe` (merges over characters); `data.gpt2_tokenizer` reads GPT-2's own files | [3](03_tokens_and_embeddings.ipynb), [23](23_loading_pretrained_weights.ipynb) |
+# | initialisation | not specified | the residual layers' weights scaled by 1/√N at initialisation, N the number of residual layers: two per block (attention and feed-forward), 24 in GPT-2 small | Xavier everywhere | — |
 # | task and data | translation, WMT 2014 sentence pairs | next token of WebText (40 GB, 8 million documents) | `minitrans train lm` | [16](16_decoder_only_language_models.ipynb) |
 #
 # The GELU (Hendrycks and Gimpel 2016), in the form GPT-2's code uses, is
@@ -107,12 +110,13 @@ plt.show()
 # GPT-2's paper lists 117 M, 345 M, 762 M and 1,542 M parameters, while the
 # released checkpoints hold 124 M, 355 M, 774 M and 1,558 M (the names OpenAI
 # later gave the models): the counts here follow the checkpoints, in OpenAI's
-# own layout, which differs from minitrans's by a key bias and an output bias
+# own layout, which has one key bias per layer more than minitrans's
 # (section 2).
 
 # %%
 GPT2 = dict(vocab_size=50257, max_len=1024, pre_norm=True, tie_embeddings=True,
-            decoder_only=True, positions="learned", activation="gelu", dropout=0.0)
+            decoder_only=True, positions="learned", activation="gelu", dropout=0.0,
+            output_bias=False, scale_embedding=False, pad_id=None)
 
 
 def gpt2_config(d_model, h, N):
@@ -120,8 +124,8 @@ def gpt2_config(d_model, h, N):
 
 
 def openai_count(config):
-    """GPT-2's count in OpenAI's layout: one key bias per layer more, no output bias."""
-    return config.parameter_count() + config.N * config.d_model - config.vocab_size
+    """GPT-2's count in OpenAI's layout: one key bias per layer more."""
+    return config.parameter_count() + config.N * config.d_model
 
 
 models = [  # name, config, the count its paper gives
@@ -152,8 +156,9 @@ for name, c, paper in models:
 #
 # ## 2. GPT-2 small, built with minitrans
 #
-# The configuration of GPT-2 small, in float32 (building it draws 124
-# million random numbers: a few seconds and half a gigabyte):
+# The configuration of GPT-2 small, in float32, with GPT-2's choices of
+# section 1: no output bias, no embedding scale, no padding id (building it
+# draws 124 million random numbers: a few seconds and half a gigabyte):
 
 # %%
 config = gpt2_config(768, 12, 12)
@@ -162,7 +167,7 @@ start = time.perf_counter()
 gpt2 = minitrans.DecoderOnlyLM(config, rng=0)
 print(f"built in {time.perf_counter() - start:.1f} s: {gpt2.num_parameters():,} parameters "
       f"(ModelConfig.parameter_count: {config.parameter_count():,}), "
-      f"{minitrans.to_numpy(gpt2.output_projection.params['b']).dtype}")
+      f"{minitrans.to_numpy(gpt2.embed.embedding.W_E).dtype}")
 
 # %% [markdown]
 # Part by part, by summing the sizes of the arrays the model holds:
@@ -190,15 +195,15 @@ print(f"{'total':<32}{sum(parts.values()):>14,}")
 # One layer holds $4 d^2 + 3d$ for attention ($d = 768$: $W_Q, W_K, W_V,
 # W_O$ and three biases), $2 d\, d_{ff} + d_{ff} + d$ for the feed-forward
 # network, and two LayerNorms of $2d$: 7,087,104 numbers, twelve times. The
-# token embedding ($V \times d$) is also the output matrix, so the
-# output projection adds only its bias.
+# token embedding ($V \times d$) is also the output matrix, and the output
+# projection has no bias: it adds nothing.
 #
 # Now the published count. OpenAI's checkpoint stores, per layer, the
 # three projections $W_Q, W_K, W_V$ as one fused matrix `attn.c_attn` of
-# $768 \times 2304$ with a bias of 2,304, which includes a **key bias**, and
-# its output layer has **no bias**. Listing the checkpoint's tensors by the
-# names that Hugging Face's `transformers` gives them (written out here from
-# the architecture, not read from a file):
+# $768 \times 2304$ with a bias of 2,304, which includes a **key bias**.
+# Listing the checkpoint's tensors by the names that Hugging Face's
+# `transformers` gives them (written out here from the architecture, not
+# read from a file):
 
 # %%
 def gpt2_checkpoint_shapes(V, d, N, d_ff, context):
@@ -218,32 +223,29 @@ def gpt2_checkpoint_shapes(V, d, N, d_ff, context):
 checkpoint = gpt2_checkpoint_shapes(50257, 768, 12, 3072, 1024)
 published = sum(int(np.prod(shape)) for shape in checkpoint.values())
 ours = gpt2.num_parameters()
-key_bias, output_bias = 12 * 768, gpt2.output_projection.params["b"].size
+key_bias = 12 * 768
 print(f"GPT-2 checkpoint: {len(checkpoint)} tensors, {published:,} parameters")
 print(f"minitrans:        {len(list(gpt2.named_parameters()))} tensors, {ours:,} parameters")
-print(f"difference {ours - published:+,} = output bias {output_bias:,} "
-      f"- key biases 12 x 768 = {key_bias:,}: {output_bias - key_bias == ours - published}")
+print(f"difference {ours - published:+,} = - key biases 12 x 768 = {-key_bias:,}: "
+      f"{-key_bias == ours - published}")
 
 # %% [markdown]
 # So the sum of the checkpoint's shapes is the published 124,439,808, and
-# minitrans's model is 41,041 parameters *larger*, not smaller:
+# minitrans's model has **12 × 768 = 9,216 fewer**: it has no key bias.
+# Lesson 7 showed why a key bias is useless: $b_K$ adds $q \cdot b_K$ to
+# every score of query $q$, the same for every key, and softmax ignores a
+# constant added to a row. GPT-2 carries one per layer, and its gradient is
+# zero up to rounding (lesson 20 finds the same in PyTorch's attention).
 #
-# * **12 × 768 = 9,216 fewer**: minitrans has no key bias. Lesson 7 showed
-#   why it is useless: a key bias $b_K$ adds $q \cdot b_K$ to every score of
-#   query $q$, the same for every key, and softmax ignores a constant added
-#   to a row. GPT-2 carries one per layer, and its gradient is zero up to
-#   rounding (lesson 20 finds the same in PyTorch's attention).
-# * **50,257 more**: minitrans's output projection keeps a bias $b$ of one
-#   number per token (the "Linear" before the softmax in Figure 1); GPT-2's
-#   output layer is the transposed embedding, with no bias. GPT-2 has to
-#   keep a token's overall frequency in its embedding row $e_v$ (the final
-#   LayerNorm's $\beta$, for one, adds $\beta \cdot e_v$ to every logit of
-#   token $v$).
-#
-# Everything else matches number for number. The checkpoint has 148
-# tensors and minitrans 185 because each layer here keeps $W_Q, W_K, W_V$
-# and two biases as five arrays where the checkpoint has two fused ones
-# (3 more per layer, 36 in all), and minitrans adds its output bias.
+# Everything else matches number for number, once `output_bias=False`:
+# minitrans's default output projection keeps a bias $b$ of one number per
+# token (the "Linear" before the softmax in Figure 1), 50,257 more, while
+# GPT-2's output layer is the transposed embedding alone. GPT-2 keeps a
+# token's overall frequency in its embedding row $e_v$ instead (the final
+# LayerNorm's $\beta$, for one, adds $\beta \cdot e_v$ to every logit of
+# token $v$). The checkpoint has 148 tensors and minitrans 184 because each
+# layer here keeps $W_Q, W_K, W_V$ and two biases as five arrays where the
+# checkpoint has two fused ones (3 more per layer, 36 in all).
 #
 # ### One forward pass
 #
@@ -307,74 +309,22 @@ print(f"training on 1 billion tokens at {speed / 1e9:.0f} GFLOP/s: "
 # GPT-2 saw many billions. We will not train this model here, but a small one of
 # the same shape, below.
 #
-# ### What loading GPT-2's released weights would take
+# ### Loading GPT-2's released weights
 #
-# minitrans could run the real GPT-2 small with its published weights.
-# (We download nothing here; this is what a loader would have to do.) The
-# checkpoint's names map to minitrans's like this, for layer 0:
-
-# %%
-MAPPING = [  # GPT-2 checkpoint -> minitrans, and what must be done on the way
-    ("wte.weight", "embed.embedding.W_E", "copy; also the output matrix (tied)"),
-    ("wpe.weight", "embed.positional.P", "copy"),
-    ("h.0.ln_1.weight / .bias", "decoder.layers.0.self_attn_norm.layer_norm.gamma / beta", "copy"),
-    ("h.0.attn.c_attn.weight", "...self_attn.W_Q.W, W_K.W, W_V.W", "split columns in 3"),
-    ("h.0.attn.c_attn.bias", "...self_attn.W_Q.b, W_V.b", "split; drop the key bias"),
-    ("h.0.attn.c_proj.weight / .bias", "...self_attn.W_O.W / b", "copy"),
-    ("h.0.ln_2.weight / .bias", "...feed_forward_norm.layer_norm.gamma / beta", "copy"),
-    ("h.0.mlp.c_fc.weight / .bias", "...feed_forward.W_1.W / b", "copy"),
-    ("h.0.mlp.c_proj.weight / .bias", "...feed_forward.W_2.W / b", "copy"),
-    ("ln_f.weight / .bias", "decoder.final_norm.gamma / beta", "copy"),
-    ("(none)", "output_projection.b", "set to zeros"),
-]
-for theirs, ours_name, how in MAPPING:
-    print(f"{theirs:<32} -> {ours_name:<58} {how}")
-shapes_here = {name: tuple(v.shape) for name, v, _ in gpt2.named_parameters()}
-print("\nW_Q, W_K, W_V here:", shapes_here["decoder.layers.0.self_attn.W_Q.W"],
-      "each; c_attn:", checkpoint["h.0.attn.c_attn.weight"],
-      "| W_1 here:", shapes_here["decoder.layers.0.feed_forward.W_1.W"],
-      "c_fc:", checkpoint["h.0.mlp.c_fc.weight"])
-
-# %% [markdown]
-# What has to change, or be taken care of:
-#
-# * **The weight layout.** GPT-2's code computes its projections with a
-#   `Conv1D` (a name from its TensorFlow origins; OpenAI's files add a
-#   leading axis of 1) whose weight is $(d_\text{in}, d_\text{out})$ and
-#   which computes $xW + b$: the layout of minitrans's `Linear`. So these
-#   weights are copied as they are, where PyTorch's `nn.Linear` stores
-#   $(d_\text{out}, d_\text{in})$ and needs a transpose (lesson 20).
-# * **The fused `c_attn`.** Its 2,304 columns are $[W_Q \mid W_K \mid W_V]$,
-#   768 each, heads in order inside each (lesson 7 builds the same fused
-#   product): split them, and split the bias the same way.
-# * **The key bias.** The middle 768 numbers of `c_attn.bias` have no place
-#   here. Dropping them changes no attention weight (section above), so the
-#   loaded model computes the same logits.
-# * **The output bias.** minitrans's `output_projection.b` must be zeros.
-# * **The embedding scale.** minitrans's `Embedding` multiplies by
-#   $\sqrt{d_\text{model}} = 27.7$ (paper §3.4); GPT-2 does not. Because the
-#   matrix is tied to the output, it cannot simply be divided by 27.7
-#   (the logits would shrink with it): the model needs a switch to turn the
-#   scale off (`Embedding` has one, `scale=False`, which `InputEmbedding`
-#   does not pass on yet).
-# * **Padding.** minitrans masks every key whose token id is `pad_id` (0
-#   by default); in GPT-2's vocabulary, id 0 is the token `!`. The loader
-#   must give minitrans a `pad_id` that is never a real token, and GPT-2
-#   has no padding token at all (its `<|endoftext|>`, id 50256, marks the
-#   ends of documents).
-# * **The tokenizer.** GPT-2's byte-level BPE (its vocabulary file and
-#   50,000 merges) would need a reader; minitrans's `data.bpe` learns
-#   merges over characters within words, not bytes, and ids 0 to 3 are its
-#   special tokens.
-# * **What already matches:** the GELU in tanh form, the LayerNorm's
-#   $\epsilon = 10^{-5}$, the scale $1/\sqrt{d_k} = 1/8$, the causal mask,
-#   pre-norm with a final LayerNorm, learned positions of 1,024.
+# minitrans can run the real GPT-2 small with its published weights:
+# `minitrans.pretrained.load_pretrained` reads a checkpoint in Hugging
+# Face's layout into a model of exactly this configuration, splitting the
+# fused `c_attn` into $W_Q$, $W_K$, $W_V$ and dropping the key bias on the
+# way, and `minitrans.data.gpt2_tokenizer` reads GPT-2's byte-level BPE.
+# Lesson 23 does both with a tiny GPT-2 (nothing is downloaded in this
+# course) and checks the logits against `transformers`'.
 #
 # ## 3. What trained embeddings carry
 #
 # GPT-2's embedding is 50,257 rows of 768 numbers learned from text. What
 # do such vectors hold? We can see it at a small scale: a model of GPT-2's
-# shape (pre-norm, GELU, learned positions, tied embedding), $d_\text{model}
+# shape (pre-norm, GELU, learned positions, tied embedding; the padding id
+# of lesson 16, whose sentences are padded), $d_\text{model}
 # = 64$, trained for 300 steps on lesson 16's toy English, then its word
 # vectors compared with those of the same model before training. Training
 # as in lesson 16:
@@ -385,9 +335,11 @@ sentences = list(dict.fromkeys(toy_language.english(c)
                                  for c in toy_language.random_clauses(rng, 6000)))
 held_out, train = sentences[:500], sentences[500:]
 vocab = Vocab.build([s.split() for s in train])
+# GPT-2's layers; the toy sentences are padded, so minitrans's default pad_id 0 stays
 small = minitrans.ModelConfig(vocab_size=len(vocab), d_model=64, h=4, N=2, d_ff=256, max_len=16,
-                              **{k: v for k, v in GPT2.items()
-                                 if k not in ("vocab_size", "max_len")})
+                              **{k: v for k, v in GPT2.items() if k in (
+                                  "pre_norm", "tie_embeddings", "decoder_only", "positions",
+                                  "activation", "dropout")})
 untrained = minitrans.DecoderOnlyLM(small, rng=0)
 lm = minitrans.DecoderOnlyLM(small, rng=0)  # the same start; this one is trained
 
@@ -420,7 +372,7 @@ print(f"{lm.num_parameters():,} parameters; held-out loss untrained {losses['unt
 
 # %% [markdown]
 # The held-out loss ends within a few hundredths of a nat of the floor,
-# as that of lesson 16's post-norm, ReLU, sinusoidal model did (1.786
+# as that of lesson 16's post-norm, ReLU, sinusoidal model did (1.784
 # after the same 300 steps): the model has learnt the grammar. Now its
 # embedding $W_E$, one row per token, and each word's nearest neighbours by
 # cosine similarity (lesson 2), the special tokens left out:
@@ -588,17 +540,16 @@ check_decoder_only_parameter_count(my_parameter_count);
 #   pre-norm with a final LayerNorm, GELU, learned positions of 1,024, a tied
 #   output matrix, byte-level BPE with 50,257 tokens; its small model has
 #   $d_\text{model} = 768$, 12 heads, 12 layers, $d_{ff} = 3072$.
-# * Built with minitrans at that shape it has 124,480,849 parameters: the
+# * Built with minitrans at that shape, with no output bias
+#   (`output_bias=False`), no embedding scale (`scale_embedding=False`) and
+#   no padding id (`pad_id=None`), it has 124,430,592 parameters: the
 #   published 124,439,808 less one key bias per layer (9,216, which softmax
-#   ignores) plus minitrans's output bias (50,257).
+#   ignores).
 # * Running it is cheap (a forward pass of 16 tokens in a fraction of a
 #   second on one CPU thread); training it is not: the parameters, their
 #   gradients and Adam's two moments are four copies of the model, and
 #   GPT-2's batch of 512 sequences of 1,024 tokens needs hundreds of
 #   gigabytes (677 GB by the estimate above).
-# * Loading OpenAI's weights needs a split of the fused `c_attn`, the key
-#   bias dropped, no embedding scale and a padding id that is not `!`; the
-#   `Conv1D` layout is already minitrans's.
 # * Trained embeddings sort words by how they are used: after 300 steps on
 #   toy English, nearest neighbours share a grammatical class far more often
 #   than in the untrained control.

@@ -37,6 +37,8 @@ from minitrans.interop.torch import (
 )
 from minitrans.gradcheck import check_layer, format_table, relative_error
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 minitrans.use("numpy", dtype="float64")   # float64 everywhere: rounding stays near 1e-16
 print("PyTorch", torch.__version__)
 

@@ -31,6 +31,8 @@ from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training.parallel import DataParallel, replicate
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 minitrans.use("numpy", dtype="float64")  # float64 for the checks; timings switch to float32 below
 
 # %% [markdown]
@@ -198,17 +200,18 @@ for threads in (1, 2):
 # On a machine with two or more cores, the product is faster with two
 # threads (close to twice as fast when nothing else is running) and `exp`
 # does not change: NumPy's element-wise loops have no threads. In a training
-# step a third to a half of the time goes to such operations
-# (`benchmarks/README.md` has the profile), and while they run the second core
-# has nothing to do.
+# step a third to a half of the time goes to such operations (the profile is
+# in `benchmarks/results/step_breakdown/`), and while they run the second
+# core has nothing to do.
 #
 # Two workers, each with a half batch and one BLAS thread, keep both cores
 # busy for *all* of the step: NumPy lets go of Python's global interpreter
 # lock inside its loops, so the two threads truly run at once. A training
-# step of a mid-sized model (float32), with one worker and with two:
+# step of a mid-sized model (float32), with one worker and with two, timed
+# on minitrans's fast kernels, those `minitrans train` runs (lesson 1):
 
 # %%
-minitrans.use("numpy", dtype="float32")
+minitrans.use("numpy", dtype="float32", kernels="fast")  # timed as training runs (lesson 1)
 sizes = minitrans.ModelConfig(vocab_size=1000, d_model=128, h=4, N=2, d_ff=512, dropout=0.1,
                               max_len=40)
 batch = [np.random.default_rng(3).integers(4, 1000, size=(64, 32)) for _ in range(3)]
@@ -229,10 +232,11 @@ print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one"
 
 # %% [markdown]
 # Two workers take clearly less time than one (the ratio printed above). For
-# whole training steps, Adam included, `benchmarks/README.md` measures 0.72
-# to 0.95 of the time of one worker, depending on the model's sizes, and
-# compares both with PyTorch; on one core, or a busy machine, less is
-# gained.
+# whole training steps, Adam included, two workers take 0.72 to 0.95 of the
+# time of one, depending on the model's sizes: `python
+# benchmarks/vs_pytorch.py` times minitrans's steps beside PyTorch's with
+# two workers, and with `--workers 1` with one. On one core, or a busy
+# machine, less is gained.
 # The Trainer uses two workers on the CPU (`TrainConfig.workers`,
 # `minitrans train --workers`), whatever the number of cores: the shards,
 # and so the dropout masks, depend on the number of workers, and a run

@@ -5,8 +5,8 @@
 # LayerNorm and swapped ReLU for GELU. The open models that came after it,
 # Meta's Llama models (Touvron et al. 2023) among the first, changed four
 # more things, each small, each from its own paper (the first Llama three
-# of them; grouped-query attention came with Llama 2's largest model), and
-# most open decoders released since have them all. None is beyond what
+# of them; grouped-query attention came with Llama 2's 34B and 70B models),
+# and most open decoders released since have them all. None is beyond what
 # this course has built, and minitrans has each as an option of
 # `ModelConfig`:
 #
@@ -16,26 +16,22 @@
 # | positions | learned table added to the embeddings | rotary positions (Su et al. 2021): queries and keys rotated | `positions="rope"`, `rope_base` |
 # | feed-forward | two matrices, GELU, d_ff = 4 d_model | SwiGLU (Shazeer 2020): three matrices, d_ff about 8/3 d_model | `activation="swiglu"` |
 # | attention | every head its own keys and values | grouped-query attention (Ainslie et al. 2023): groups of query heads share them | `kv_heads` |
-# | biases | in every projection | none | `bias=False`, `output_bias=False` |
+# | biases | in every projection but the output projection (the tied embedding, no bias) | none | `bias=False`, `output_bias=False` |
 #
-# In this lesson:
+# In this lesson, each of the four with its backward, its gradient check
+# and an exercise:
 #
-# 1. RMSNorm: the equation, why dropping the mean works, the backward and
-#    its gradient check;
-# 2. rotary positions: pairs of coordinates turned by the position, a
-#    figure, the score that depends only on the distance, the offset the
-#    key/value cache needs, the gradient check;
-# 3. SwiGLU: three matrices and the SiLU, and why d_ff is about 8/3 of
-#    d_model at the same parameter count;
-# 4. grouped-query attention: shared key/value heads, the gradient summed
-#    over each group, and the key/value cache of Llama 2 and 3 at their
-#    real sizes;
+# 1. RMSNorm, and why the mean may go;
+# 2. rotary positions: a score that depends only on the distance, and the
+#    offset the key/value cache needs;
+# 3. SwiGLU, and why d_ff is about 8/3 of d_model;
+# 4. grouped-query attention, and the key/value cache of Llama 2 and 3 at
+#    their real sizes;
 # 5. a toy ablation: the 2017 block against today's at the same parameter
-#    budget, on the sums of the `lm` task, over three seeds;
-# 6. loading a pretrained model: a tiny random Llama saved by `transformers`,
-#    its folder, the names of its tensors against minitrans's, its logits
-#    against `transformers`', one step of fine-tuning and the way back;
-# 7. an exercise in each of sections 1 to 4.
+#    budget, on the sums of the `lm` task, over three seeds.
+#
+# Lesson 23 then reads a trained GPT-2's or Llama's weights into these
+# layers.
 
 # %%
 import os
@@ -55,6 +51,8 @@ from minitrans.core import memory_budget
 from minitrans.gradcheck import check_layer, format_table, randomise_params
 from minitrans.ops.activations import gelu, silu
 
+minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
+
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -65,17 +63,24 @@ rng = np.random.default_rng(0)
 # $\beta$. Zhang and Sennrich (2019, *Root Mean Square Layer
 # Normalization*) drop the centring and the shift:
 #
-# $$\text{RMS}(x) = \sqrt{\tfrac{1}{D}\textstyle\sum_j x_j^2 + \epsilon},
-#   \qquad y = g \odot \frac{x}{\text{RMS}(x)}.$$
+# $$\text{RMS}(x) = \sqrt{\tfrac{1}{D}\textstyle\sum_j x_j^2},
+#   \qquad y = \gamma \odot \frac{x}{\text{RMS}(x)}.$$
 #
-# One statistic per position instead of two, and one learned vector $g$
-# instead of two. Why can the mean go? Their argument: what makes LayerNorm
-# help is its **re-scaling invariance** (multiply a layer's input, or its
-# weights, by any factor and the output does not change, which keeps
-# activations and gradients at a steady size), and RMSNorm keeps it; the
-# **re-centring**, they found, adds little. Where the vector already has
-# mean zero the two are the same function, because the root mean square of
-# a centred vector is its standard deviation. Numerically:
+# The paper's RMS has no $\epsilon$; implementations, Llama's and
+# minitrans's `RMSNorm` among them, add one under the root,
+# $\sqrt{\tfrac{1}{D}\sum_j x_j^2 + \epsilon}$, so that a vector of zeros
+# does not divide by zero. (The paper calls the gain $g$; minitrans's
+# parameter is `g`.)
+#
+# One statistic per position instead of two, one learned vector instead of
+# two. Why can the mean go? LayerNorm's output ignores both a **re-scaling**
+# of its input (which keeps activations and gradients at a steady size)
+# and a **re-centring** (a constant added to every feature). RMSNorm keeps
+# the first invariance and gives up the second, and the case for that is
+# empirical: Zhang and Sennrich conjecture that the re-scaling is what makes
+# LayerNorm work, and find the re-centring dispensable in their experiments.
+# On a vector of mean zero the two are the same function: its root mean
+# square is its standard deviation. Numerically:
 
 # %%
 x = rng.standard_normal((2, 3, 6)) + 0.7
@@ -91,30 +96,32 @@ print(f"x times 3: RMSNorm changes by {scaled:.1e} (eps's share); "
 
 # %% [markdown]
 # Scaling does not move RMSNorm's output (but for $\epsilon$'s share); a
-# shift does, and LayerNorm would have ignored it. In a pre-norm model
-# (all of today's are) the norm sits on the way into each sub-layer, whose
-# first step is a linear map: a constant offset is something that map can
-# absorb, and the paper reports quality comparable to LayerNorm's on
-# translation and other tasks, with a model 7% to 64% faster in its
-# implementations. (Not measured here. Both of minitrans's norms are kernel
-# pairs, lesson 12's: the version that reads as the equations beside a fast
-# one, and `python benchmarks/kernels.py --kernels layer_norm,rms_norm`
-# times each pair against itself, not one norm against the other.)
+# shift does, where LayerNorm would have ignored it, and nothing downstream
+# undoes it: the change to $x / \text{RMS}(x)$ depends on $x$, so no fixed
+# bias could take it back, and Llama's linear maps have no bias at all.
+# Dropping the centring is a bet on experiment, not an identity: the paper
+# trains the same models with both norms (machine translation, reading
+# comprehension, image-caption retrieval, image classification) and finds
+# RMSNorm's quality comparable to LayerNorm's, with the running time 7% to
+# 64% lower depending on the model. (Not measured here: `python
+# benchmarks/kernels.py --kernels layer_norm,rms_norm` times each norm's
+# fast version against its reference, not one norm against the other.)
 #
 # ### The backward
 #
-# Write $\hat x = x / \text{RMS}(x)$ and $\hat g = dy \odot g$, the
-# gradient that reaches $\hat x$. Since $\partial\,\text{RMS} / \partial
-# x_j = x_j / (D\,\text{RMS})$,
+# With $\epsilon$ under the root, as in the code, write $\hat x = x /
+# \text{RMS}(x)$ and, as lesson 11 does for LayerNorm, $g = dy \odot
+# \gamma$ for the gradient that reaches $\hat x$. Since $\partial\,
+# \text{RMS} / \partial x_j = x_j / (D\,\text{RMS})$,
 #
 # $$\frac{\partial \hat x_i}{\partial x_j}
 #   = \frac{1}{\text{RMS}}\Big(\delta_{ij} - \frac{\hat x_i \hat x_j}{D}\Big),
 #   \qquad
-#   dx = \frac{1}{\text{RMS}}\Big(\hat g - \hat x \cdot
-#        \text{mean}(\hat g \odot \hat x)\Big),
-#   \qquad dg = \sum_{\text{positions}} dy \odot \hat x .$$
+#   dx = \frac{1}{\text{RMS}}\Big(g - \hat x \cdot
+#        \text{mean}(g \odot \hat x)\Big),
+#   \qquad d\gamma = \sum_{\text{positions}} dy \odot \hat x .$$
 #
-# LayerNorm's backward (lesson 11) has one more term, $-\text{mean}(\hat g)$,
+# LayerNorm's backward (lesson 11) has one more term, $-\text{mean}(g)$,
 # which comes from the mean it subtracts; here nothing is subtracted, and
 # the term is gone. The gradient check of `RMSNorm`, in float64, its gain
 # drawn at random so that it is not all ones:
@@ -128,8 +135,9 @@ with minitrans.using(dtype="float64"):
 # %% [markdown]
 # ### Exercise: RMSNorm, forward and backward
 #
-# Write `my_rms_norm(x, g, eps, dy)` returning `(y, dx, dg)` for
-# $x$ of shape $(\dots, D)$, $g$ of shape $(D,)$. The checker tries random
+# Write `my_rms_norm(x, gamma, eps, dy)` returning `(y, dx, dgamma)` for
+# $x$ of shape $(\dots, D)$ and the gain $\gamma$ of shape $(D,)$, with
+# $\epsilon$ under the root. The checker tries random
 # inputs, rows far from a zero mean (where a LayerNorm habit shows), a row
 # of zeros (where $\epsilon$ keeps the division finite), $\epsilon = 1$,
 # positions given as rows $(n, D)$, one feature and float32. Its reference
@@ -140,9 +148,9 @@ with minitrans.using(dtype="float64"):
 from minitrans_course.exercises_modern import check_rms_norm
 
 
-def my_rms_norm(x, g, eps, dy):
-    # your code here: y, and the gradients of sum(y * dy) with respect to x and g
-    return np.zeros_like(x), np.zeros_like(x), np.zeros_like(g)
+def my_rms_norm(x, gamma, eps, dy):
+    # your code here: y, and the gradients of sum(y * dy) with respect to x and gamma
+    return np.zeros_like(x), np.zeros_like(x), np.zeros_like(gamma)
 
 
 check_rms_norm(my_rms_norm);
@@ -165,12 +173,15 @@ check_rms_norm(my_rms_norm);
 #                 \sin m\theta_i & \cos m\theta_i \end{pmatrix}
 # \begin{pmatrix} x_i \\ x_{i+d_k/2} \end{pmatrix},$$
 #
-# with base 10,000 (Llama 3: 500,000). Su et al. pair neighbours $(2i,
-# 2i+1)$; minitrans pairs $i$ with $i + d_k/2$, as Hugging Face's Llama
-# does. The two differ by a fixed permutation of the coordinates, which the
-# learned projections $W_Q$ and $W_K$ absorb, and this one loads Llama's
-# weights as they are. One query vector of $d_k = 8$ (four pairs) at
-# positions 0 to 15:
+# with base 10,000 (Llama 3: 500,000, below). Su et al. pair neighbours
+# $(2i, 2i+1)$, and so does Meta's own Llama code; minitrans pairs $i$ with
+# $i + d_k/2$, as Hugging Face's Llama does. The two differ by a fixed
+# permutation of each head's coordinates, which can be moved into $W_Q$ and
+# $W_K$: Hugging Face's script that converts Meta's checkpoints permutes
+# them so, and a checkpoint in Hugging Face's format loads into minitrans
+# as it is, while one of Meta's own would need the permutation first
+# (lesson 23). One query vector of $d_k = 8$ (four pairs) at positions 0
+# to 15:
 
 # %%
 POSITIONS = 16
@@ -198,6 +209,26 @@ plt.show()
 # thousandth: as in the sinusoidal table, fast pairs tell neighbours apart
 # and slow ones measure long distances. A rotation keeps every length, so
 # the vector's norm does not change with its position.
+#
+# Llama 3 raised the base from 10,000 to 500,000, because, its paper says,
+# the larger base supports longer contexts better (Llama 3 trains on 8,192
+# tokens, and the base eases stretching the context later). Every pair but
+# the first turns more slowly, and more of them turn less than once over
+# the context, so that their angles never come back to one they took at a
+# nearer position. For Llama's heads of $d_k = 128$ (64 pairs):
+
+# %%
+wavelengths = {base: 2 * np.pi * base ** (np.arange(0, 128, 2) / 128) for base in (1e4, 5e5)}
+for base, wavelength in wavelengths.items():
+    print(f"base {base:>9,.0f}: {np.sum(wavelength > 8192)} of 64 pairs turn less than once "
+          f"in 8,192 positions; the slowest pair's wavelength {wavelength[-1]:,.0f}")
+
+# %% [markdown]
+# Llama 3.1 and the models after it (Llama 3.2 1B and 3B among them) also
+# rescale the frequencies, by a `rope_scaling` entry of their `config.json`
+# (`rope_type` `"llama3"`), to reach a context of 128K tokens. minitrans's
+# rotary positions are the unscaled ones, and lesson 23's loader refuses
+# such a model rather than compute something else.
 #
 # ### The score depends only on the distance
 #
@@ -329,7 +360,7 @@ check_rotate(my_rotate);
 #   \text{SiLU}(a) = a\,\sigma(a).$$
 #
 # The SiLU (also called Swish) is, like the GELU of lesson 17, a smooth
-# ReLU that lets a little of the negative side through:
+# ReLU:
 
 # %%
 a = np.linspace(-5, 5, 201)
@@ -452,11 +483,12 @@ with minitrans.using(dtype="float64"):
 # the repetition (`sum_groups`); everything else is lesson 11's backward.
 #
 # Repeating the heads is the reference version, the one that reads as the
-# paper (`MINITRANS_KERNELS=reference`). By default minitrans copies
-# nothing: the queries of a group's $g$ heads are stacked as $g \cdot T_q$
-# rows, which meet their one key/value head in a single product
-# (`minitrans/layers/grouped.py`). Then $dK = dS^\top Q$ runs over all
-# $g \cdot T_q$ rows, so the product itself adds up the group's gradients.
+# paper and the one this course runs. The fast version, minitrans's default
+# outside the course, copies nothing: the queries of a group's $g$ heads
+# are stacked as $g \cdot T_q$ rows, which meet their one key/value head in
+# a single product (`minitrans/layers/grouped.py`). Then $dK = dS^\top Q$
+# runs over all $g \cdot T_q$ rows, so the product itself adds up the
+# group's gradients.
 # Both versions, checked for two key/value heads of four and for one:
 
 # %%
@@ -479,12 +511,10 @@ with minitrans.using(dtype="float64"):
 # Per token, the cache holds a key and a value of $d_k$ numbers for each
 # key/value head of each layer: $2 \cdot N \cdot h_\text{kv} \cdot
 # d_k$ numbers (`memory_budget.kv_cache_numbers`), 2 bytes each in
-# float16. The sizes below are those of the models' `config.json` files
-# (`hidden_size`, `num_attention_heads`, `num_key_value_heads`,
-# `num_hidden_layers`, `intermediate_size`, `vocab_size`) and their
-# context lengths (Llama 2: 4,096 tokens; Llama 3: 8,192). The parameter
-# counts are computed by `ModelConfig.parameter_count()` from those sizes;
-# Hugging Face lists the checkpoints as 6.74 B, 69.0 B and 8.03 B.
+# float16. The sizes below are those of the models' `config.json` files,
+# with their context lengths (Llama 2: 4,096 tokens; Llama 3: 8,192); the
+# parameter counts, computed from them by `ModelConfig.parameter_count()`,
+# are those Hugging Face lists (6.74 B, 69.0 B and 8.03 B).
 
 # %%
 LLAMAS = {  # hidden_size, heads, key/value heads, layers, intermediate_size, vocab, context
@@ -508,31 +538,30 @@ for name, (d, h, kv, N, d_ff, V, context) in LLAMAS.items():
 # %% [markdown]
 # (Weights in float16, GiB = $2^{30}$ bytes; "batch 16" is the cache of 16
 # sequences at full context.) Llama 2 7B, without grouping, keeps half a
-# megabyte per token: one sequence of 4,096 tokens needs 2 GiB of cache,
-# and a batch of 16 sequences 32 GiB, more than its 12.6 GiB of weights.
-# Llama 2 70B, ten times larger, keeps *less* per token than the 7B model,
-# because its 64 query heads share 8 key/value heads: without the grouping
-# its cache would be 8 times larger, 10 GiB per sequence. Llama 3 8B,
-# with 8 key/value heads for 32, keeps a quarter of Llama 2 7B's per token
-# and so fits twice the context in half the memory. The quality lost is
-# small: Ainslie et al. found grouped-query attention close to multi-head
-# attention at the speed of multi-query.
+# megabyte per token: a batch of 16 sequences of 4,096 tokens needs 32 GiB
+# of cache, more than its 12.6 GiB of weights. Llama 2 70B, ten times
+# larger, keeps *less* per token, because its 64 query heads share 8
+# key/value heads (10 GiB per sequence without the grouping). Llama 3 8B,
+# with 8 key/value heads for 32, fits twice Llama 2 7B's context in half
+# the memory. Ainslie et al. found grouped-query attention's quality close
+# to multi-head attention's, at the speed of multi-query.
 #
 # Decoding need not repeat the cache either. `MultiHeadAttention.attend`,
 # the inference half of the layer, stacks the queries of a group's $g$
 # heads as $g$ rows, $(B, h_\text{kv}, g \cdot T_q, d_k)$, against their one
 # key/value head, which it reads in place: the same numbers as the
 # repetition above, up to rounding (`tests/library/test_grouped_query.py`).
-# `python benchmarks/grouped_query.py` decodes with the llama config of
-# `benchmarks/vs_pytorch.py` at 2 and at 8 key/value heads: a quarter of
-# the cache, and `benchmarks/README.md` gives the decoding times it measured.
+# Decoding times with 2 and with 8 key/value heads, the llama config of
+# `benchmarks/vs_pytorch.py` otherwise (a quarter of the cache), are in
+# `benchmarks/results/grouped_query/`.
 #
 # ### Exercise: the backward of grouped-query attention
 #
 # Write `my_grouped_attention_backward(Q, K, V, dout)` returning `(dQ, dK,
-# dV)` for causal attention where $Q$ and `dout` are $(B, h, T, d_k)$ and
-# $K$, $V$ are $(B, h_\text{kv}, T, d_k)$, query head $i$ reading
-# key/value head $\lfloor i / g \rfloor$. Lesson 11's attention backward
+# dV)` for causal attention, $\text{softmax}(QK^\top / \sqrt{d_k} + M)\,V$
+# with the scores scaled by $1/\sqrt{d_k}$ as in lesson 5, where $Q$ and
+# `dout` are $(B, h, T, d_k)$ and $K$, $V$ are $(B, h_\text{kv}, T, d_k)$,
+# query head $i$ reading key/value head $\lfloor i / g \rfloor$. Lesson 11's attention backward
 # does most of the work. The checker tries groups of 2 and 3, multi-query
 # (one key/value head), multi-head ($h_\text{kv} = h$), one position
 # and float32; its reference works each query head out alone and adds it
@@ -561,10 +590,9 @@ check_grouped_attention_backward(my_grouped_attention_backward);
 # two layers, $d_\text{model} = 64$ and 4 heads and trains for the same
 # steps on the same batches, three seeds each (a seed fixes the held-out
 # split, the initial weights and the batch order). Besides the 2017 block
-# and today's, it trains pre-norm alone and each of the four changes alone
-# on top of pre-norm, and today's block without biases, as in Llama
-# (every other row keeps the paper's biases, so that only the block
-# differs).
+# and today's, it trains pre-norm alone, each of the four changes alone on
+# top of pre-norm, and today's block without biases, as in Llama (the other
+# rows keep the paper's biases).
 #
 # A fair comparison holds the parameter budget fixed: SwiGLU's third matrix
 # costs parameters, grouped-query attention's smaller $W_K$ and $W_V$ save
@@ -636,209 +664,36 @@ for row in stored["rows"]:
 #
 # * **No row is beyond the seeds' spread from the 2017 block.** Today's
 #   block has the best mean (a held-out loss of 0.059 against 0.131, an
-#   exact match of 94.0% against 83.7%), but the 2017 block's three seeds
-#   range from 68.8% to 94.8%, and its best is as good as today's. Three
-#   seeds of a model of 100,000 parameters on two-digit sums cannot settle
-#   what the papers measured on billions of tokens. (Nor is this the
-#   task's full training: with its defaults, batches of 128 for a model
-#   twice as wide, the 2017 block reached 99.5% in 1,750 steps, in the run
-#   that `benchmarks/README.md` reports.)
+#   exact match of 94.0% against 83.7%), but the 2017 block's seeds range
+#   from 68.8% to 94.8%. Three seeds of a model of 100,000 parameters on
+#   two-digit sums cannot settle what the papers measured on billions of
+#   tokens. (Nor is this the task's full training: with its defaults, a
+#   model twice as wide and batches of 128, the 2017 block reaches 99.5% in
+#   1,750 steps, as `benchmarks/results/task_targets/` records.)
 # * **What it suggests is steadier and faster learning.** Today's three
 #   seeds lie within 4 points of each other (92.0% to 95.8%), the 2017
-#   block's within 26 points; along the curves today's block is at a held-out loss
-#   of 0.16 by step 1,250, where the 2017 block is at 0.50. Of the single
-#   changes SwiGLU comes closest to that (0.16 at step 1,250, 90.7% ± 3.3%
-#   at the end); rotary positions alone have the lowest mean of the four and
-#   the widest spread (61.0% to 94.1%): the changes do not simply add up
-#   here.
-# * **Without biases, one seed of three stalled.** Seed 0 of the no-bias
-#   row ends at a held-out loss of 0.695 and 10.9% exact match, where the
-#   other two reach 79.7% and 94.7% (the run with biases, same seed: 94.2%).
-#   Llama has no biases and trains well, at its scale and with its own
-#   schedule; at this toy's, with the paper's, a small model without them
-#   can sit on a plateau. One seed is no finding either; it is a reason to
-#   run more seeds before believing a table.
-# * The seconds per run measure the machine's load as much as the models
-#   (the runs shared two cores with other programs): they are no speed
-#   comparison.
-#
-# ## 6. Loading a pretrained model
-#
-# Every part of a Llama is now a minitrans layer, so a trained Llama's
-# weights can be read into minitrans and run, or trained further, by the
-# code of this course. `minitrans.pretrained.load_pretrained(folder)` reads
-# a model folder in the layout of the Hugging Face Hub: `config.json`
-# (the sizes, under the names of section 4) and `model.safetensors`
-# (every tensor by name: a JSON header of names, dtypes, shapes and byte
-# offsets, then the raw numbers). It checks every header against the file
-# and against the config, and the memory the model will take, before a
-# byte of a tensor is read; builds a `ModelConfig` from `config.json`;
-# copies each tensor into its parameter; and reads the tokenizer if the
-# folder has one.
-#
-# Nothing is downloaded here. Instead `transformers`, Hugging Face's
-# library, builds a tiny Llama with random weights (2 layers, $d_\text{model}
-# = 32$, 4 query heads sharing 2 key/value heads) and saves it as a real
-# checkpoint is saved. This section needs `pip install ".[torch]"`
-# (PyTorch and `transformers`); without them its cells say so and skip
-# their work.
-
-# %%
-import importlib
-import importlib.util
-import tempfile
-import warnings
-
-HAVE_HUB = all(importlib.util.find_spec(name) is not None
-               for name in ("torch", "transformers", "safetensors"))
-if HAVE_HUB:
-    torch = importlib.import_module("torch")
-    with warnings.catch_warnings():  # tqdm warns that Jupyter's widgets are missing
-        warnings.simplefilter("ignore")
-        transformers = importlib.import_module("transformers")
-    transformers.utils.logging.disable_progress_bar()  # no progress bar while saving
-    torch.manual_seed(0)
-    hub_config = transformers.LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=88, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        rope_theta=10000.0, bos_token_id=None, eos_token_id=None, initializer_range=0.2)
-    hub_llama = transformers.LlamaForCausalLM(hub_config).eval()
-    with torch.no_grad():  # move every weight off its start (the norms' gains from 1)
-        for parameter in hub_llama.parameters():
-            parameter.add_(0.1 * torch.randn_like(parameter))
-    folder = pathlib.Path(tempfile.mkdtemp()) / "tiny-llama"
-    hub_llama.save_pretrained(folder, safe_serialization=True)
-    print(f"transformers {transformers.__version__}: {folder.name}/")
-    for path in sorted(folder.iterdir()):
-        print(f"    {path.name:<24}{path.stat().st_size:>8,} bytes")
-    written = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    print({key: written[key] for key in (
-        "architectures", "hidden_size", "num_attention_heads", "num_key_value_heads",
-        "num_hidden_layers", "intermediate_size", "rope_theta", "rope_parameters",
-        "rms_norm_eps", "tie_word_embeddings") if key in written})
-else:
-    print("PyTorch or transformers is not installed (pip install \".[torch]\"): "
-          "the cells of this section skip their work")
-
-# %% [markdown]
-# The names. `model.safetensors` holds one tensor per projection, under
-# PyTorch's names, each `nn.Linear` weight stored (out, in) where
-# minitrans's `Linear` holds (in, out): every projection is transposed on
-# the way in. The loader's table (`minitrans.pretrained.tensor_names`), for
-# layer 0 and the rest:
-
-# %%
-if HAVE_HUB:
-    from minitrans.pretrained import LLAMA, load_pretrained, save_pretrained
-    from minitrans.pretrained.folder import read_headers
-    from minitrans.pretrained.tensor_names import links
-
-    (header,) = read_headers(folder)
-    with minitrans.using(dtype="float32"):
-        loaded, _, info = load_pretrained(folder)
-    print(f"{len(header.tensors)} tensors in the file; {info.architecture}; the config read:")
-    print({key: getattr(loaded.config, key) for key in (
-        "d_model", "h", "kv_heads", "N", "d_ff", "norm", "positions", "activation", "bias",
-        "rope_base", "tie_embeddings", "pad_id")})
-    for link in links(loaded.config, LLAMA):
-        name = link.file_name(LLAMA)
-        if ".layers.1." in name:
-            continue
-        tensor = header.tensors[name]
-        print(f"{name:<47}{tensor.dtype:>4} {str(list(tensor.shape)):<9}-> "
-              f"{', '.join(link.ours)}{' (transposed)' if link.transpose else ''}")
-
-# %% [markdown]
-# The table is short because the layers match one for one: Llama's rotary
-# pairing is minitrans's, so $W_Q$ and $W_K$ load as they are; there is no
-# bias to drop, no positional table, no embedding scale
-# (`scale_embedding=False`) and no padding token (`pad_id=None`).
-#
-# The same ids through both models, in float32: minitrans's logits against
-# `transformers`':
-
-# %%
-if HAVE_HUB:
-    ids = np.random.default_rng(5).integers(0, 64, size=(2, 10))
-    with torch.no_grad():
-        their_logits = hub_llama(torch.tensor(ids)).logits.numpy()
-    with minitrans.using(dtype="float32"):
-        our_logits = minitrans.to_numpy(loaded.forward(minitrans.to_device(ids)))
-    difference = np.abs(our_logits - their_logits).max() / np.abs(their_logits).max()
-    print(f"logits {our_logits.shape}: largest difference {difference:.1e} of the largest "
-          f"logit; the same next token everywhere: "
-          f"{(our_logits.argmax(-1) == their_logits.argmax(-1)).all()}")
-
-# %% [markdown]
-# Equal to float32's rounding. (In float64 the loader's tests find them
-# equal to about $10^{-10}$, once PyTorch's RMSNorm and rotary angles, which
-# it computes in float32 whatever the model's dtype, are made float64 too.)
-#
-# ### One step of fine-tuning
-#
-# The loaded model is an ordinary `DecoderOnlyLM`, so lesson 16's training
-# step applies: next-token targets, the cross-entropy, minitrans's
-# hand-written backward through RMSNorm, rotary attention with shared
-# key/value heads and SwiGLU, and one step of Adam. Its gradient of layer
-# 0's $W_K$, against PyTorch's autograd through `transformers`' model (the
-# same loss, the file's `k_proj` gradient transposed):
-
-# %%
-if HAVE_HUB:
-    from minitrans.layers.loss import LabelSmoothedCrossEntropy
-    from minitrans.training.optim import Adam
-
-    inputs, targets = ids[:, :-1], ids[:, 1:]
-    with minitrans.using(dtype="float32"):
-        loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=None)
-        loss = loss_fn.forward(loaded.forward(minitrans.to_device(inputs)),
-                               minitrans.to_device(targets))
-        loaded.zero_grad()
-        loaded.backward(loss_fn.backward())
-        ours = minitrans.to_numpy(loaded.decoder.layers[0].self_attn.W_K.grads["W"]).copy()
-        Adam(loaded).step(1e-3)
-        after = loss_fn.forward(loaded.forward(minitrans.to_device(inputs)),
-                                minitrans.to_device(targets))
-    their_loss = torch.nn.functional.cross_entropy(
-        hub_llama(torch.tensor(inputs)).logits.reshape(-1, 64), torch.tensor(targets).reshape(-1))
-    their_loss.backward()
-    theirs = hub_llama.model.layers[0].self_attn.k_proj.weight.grad.numpy().T
-    gap = np.abs(ours - theirs).max() / np.abs(theirs).max()
-    print(f"loss {float(loss):.4f} (transformers {their_loss.item():.4f}); W_K's gradient "
-          f"{ours.shape}: largest difference {gap:.1e} of its largest entry")
-    print(f"after one step of Adam on this batch: loss {float(after):.4f}")
-
-# %% [markdown]
-# And the way back: `save_pretrained` writes the fine-tuned model as
-# `transformers` writes one, and `transformers` reads it:
-
-# %%
-if HAVE_HUB:
-    tuned = folder.parent / "tiny-llama-tuned"
-    save_pretrained(loaded, tuned, "llama")
-    reread = transformers.AutoModelForCausalLM.from_pretrained(tuned).eval()
-    with torch.no_grad():
-        their_logits = reread(torch.tensor(ids)).logits.numpy()
-    with minitrans.using(dtype="float32"):
-        our_logits = minitrans.to_numpy(loaded.forward(minitrans.to_device(ids)))
-    print(sorted(path.name for path in tuned.iterdir()), f"{type(reread).__name__}: logits "
-          f"differ by {np.abs(our_logits - their_logits).max() / np.abs(their_logits).max():.1e}")
-
-# %% [markdown]
-# A real Llama is the same folder with larger numbers in `config.json`
-# and, for the large models, the weights split over several shards listed
-# in `model.safetensors.index.json`. The loader reads it if the machine
-# holds it: section 4's table says how much that is (Llama 3 8B: 15 GiB of
-# float16 weights, twice that in minitrans's float32), and the project's
-# README says how to fetch a model folder.
+#   block's within 26; today's block reaches a held-out loss of 0.16 by step
+#   1,250, where the 2017 block is at 0.50. Of the single changes SwiGLU
+#   comes closest (0.16 at step 1,250, 90.7% ± 3.3% at the end); rotary
+#   positions alone have the lowest mean and the widest spread (61.0% to
+#   94.1%): the changes do not simply add up here.
+# * **Without biases, one seed of three stalled**, at a held-out loss of
+#   0.695 and 10.9% exact match, where the other two reach 79.7% and 94.7%
+#   (the run with biases, same seed: 94.2%). Llama trains well without
+#   biases at its scale and with its schedule; at this toy's, a small model
+#   without them can sit on a plateau. One seed is no finding either, but a
+#   reason to run more seeds before believing a table.
+# * The seconds per run measure the machine's load as much as the models:
+#   they are no speed comparison.
 
 # %% [markdown]
 # ## Summary
 #
 # * RMSNorm divides each position by its root mean square and scales by
-#   $g$: LayerNorm without the centring and the shift, still invariant to
-#   the input's scale; its backward loses LayerNorm's $-\text{mean}(\hat g)$
-#   term.
+#   the gain $\gamma$: LayerNorm without the centring and the shift, still
+#   invariant to the input's scale, kept for its results in experiments
+#   rather than for an identity; its backward loses LayerNorm's
+#   $-\text{mean}(g)$ term.
 # * Rotary positions turn each pair of a head's query and key coordinates
 #   by $m\,\theta_i$, so a score depends only on the distance $n - m$
 #   (checked to rounding over 64 × 64 positions); a cached key is rotated
@@ -854,15 +709,9 @@ if HAVE_HUB:
 #   each (`benchmarks/modern_ablation.py`), today's block has the best mean
 #   (94.0% exact match against 83.7%) and the steadiest seeds, but within
 #   the 2017 block's seed spread: this scale cannot tell them apart.
-# * A Llama checkpoint (`config.json` and `model.safetensors`) loads into
-#   these layers one tensor per parameter, each projection transposed
-#   (`load_pretrained`): a tiny random one gives `transformers`' logits to
-#   float32's rounding, trains a step with minitrans's own backward, and
-#   goes back (`save_pretrained`).
 #
 # ## Next
 #
-# This ends the main path: from softmax to the decoder that today's open
-# models use. The appendix is about engineering, and starts with
-# [Lesson 20](20_checking_against_pytorch.ipynb): the whole model, its
-# gradients and Adam checked against PyTorch, an independent implementation.
+# [Lesson 23](23_loading_pretrained_weights.ipynb), loading pretrained
+# weights: GPT-2's and Llama's checkpoints read into these layers, checked
+# against `transformers`, fine-tuned for a step and saved back.

@@ -1,9 +1,11 @@
 """The course's kit, beside the library: what the lessons in ``lessons/``
 use and the library does not.
 
-    exercises*.py, exercise_checker.py, exercise_cases.py, exercise_references.py
-                        the exercise checkers, the cases they try and the slow
-                        references they compare with
+    exercises*.py, exercise_checker.py, exercise_cases.py, exercise_references.py,
+    modern_references.py, exercise_verdict.py
+                        the exercise checkers, the cases they try, the slow
+                        references they compare with, and how a verdict is
+                        shown (in a notebook, its hint folded)
     diagrams.py, diagram_flows.py, diagram_shapes.py
                         Figure 1 and its close-ups, drawn from a ModelConfig
     interactive.py, interactive_figures.py, interactive_script.py

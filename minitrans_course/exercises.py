@@ -8,9 +8,12 @@ masked row, padding, a batch of one, logits of 1000, float32 inputs). Every
 answer is compared with a slow reference worked out another way
 (``exercise_references``: loops, ``math.exp``, explicit Jacobians), not with
 minitrans's own function. The verdict names the first case that fails, with
-its sizes, the relative error and a hint; the checker returns an
-``ExerciseResult`` (see ``exercise_checker``). Your functions take and
-return plain NumPy arrays.
+its sizes and the seed that draws it again, which of your function's results
+is wrong and by how much (within ten times the tolerance: a matter of
+precision, and where it is usually lost), and a hint, folded away in a
+notebook (``exercise_verdict``); the checker returns an ``ExerciseResult``
+(see ``exercise_checker``). Your functions take and return plain NumPy
+arrays.
 
 The checkers of lessons 2, 4, 5, 9, 10 and 11 are below, with their cases in
 ``exercise_cases``; the others live, with their cases and references, in
@@ -36,11 +39,18 @@ from minitrans_course import (
     exercises_masks_heads,
     exercises_modern,
     exercises_output,
+    exercises_pretrained,
     exercises_recurrent,
     exercises_regularisation,
     exercises_training,
 )
 from minitrans_course.exercise_checker import run_checker
+
+# Where a sinusoidal table a little off (within ten times the tolerance) loses its digits.
+FREQUENCIES = ("precision is usually lost in the frequencies: 10000 ** (-2i / d_model) or the "
+               "angles pos * frequency computed in float32 (np.arange(..., dtype=np.float32), "
+               "np.float32(10000)) keep about 7 digits, and an angle of 100 radians then "
+               "errs in its fifth decimal; compute them in float64")
 
 
 def check_softmax(fn, quiet=False, seed=None):
@@ -74,7 +84,8 @@ def check_attention_backward(fn, quiet=False, seed=None):
     (zeros where masked, a zero row for a fully masked query)."""
     return run_checker("attention backward", fn, cases.attention_backward_cases,
                   "dV = P^T dout; dP = dout V^T; dS = P * (dP - rowsum(dP * P)); "
-                  "dQ = dS K / sqrt(d_k); dK = dS^T Q / sqrt(d_k)", quiet, seed)
+                  "dQ = dS K / sqrt(d_k); dK = dS^T Q / sqrt(d_k)", quiet, seed,
+                       outputs=("dQ", "dK", "dV"))
 
 
 def check_layernorm(fn, quiet=False, seed=None):
@@ -91,7 +102,8 @@ def check_layernorm_backward(fn, quiet=False, seed=None):
     return run_checker("layer norm backward", fn, cases.layernorm_backward_cases,
                   "mu and var depend on x too: dx = (dx_hat - mean(dx_hat) - x_hat * "
                   "mean(dx_hat * x_hat)) / sqrt(var + eps) with dx_hat = dy * gamma; "
-                  "dgamma and dbeta sum over all positions", quiet, seed)
+                  "dgamma and dbeta sum over all positions", quiet, seed,
+                       outputs=("dx", "dgamma", "dbeta"))
 
 
 def check_positional_encoding(fn, quiet=False, seed=None):
@@ -99,7 +111,7 @@ def check_positional_encoding(fn, quiet=False, seed=None):
     return run_checker("positional encoding", fn, cases.positional_encoding_cases,
                   "sin at even features 2i and cos at odd features 2i+1, both with "
                   "pos / 10000^(2i / d_model); an odd d_model ends with a sine",
-                  quiet, seed)
+                  quiet, seed, precision=FREQUENCIES)
 
 
 def check_top_p(fn, quiet=False, seed=None):
@@ -130,4 +142,5 @@ CHECKERS = {
     **exercises_experiments.CHECKERS,
     **exercises_gpt.CHECKERS,
     **exercises_modern.CHECKERS,
+    **exercises_pretrained.CHECKERS,
 }

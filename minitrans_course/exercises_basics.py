@@ -51,7 +51,8 @@ def check_linear_backward(fn, quiet=False, seed=None):
     d_out), dy (..., d_out): dx like x, dW like W, db (d_out,)."""
     return run_checker("linear backward", fn, linear_backward_cases,
                        "dx = dy @ W.T; flatten x and dy to rows (N, d) before dW = x.T @ dy; "
-                       "db sums dy over every axis but the last", quiet, seed)
+                       "db sums dy over every axis but the last", quiet, seed,
+                       outputs=("dx", "dW", "db"))
 
 
 def torch_in_proj_reference(W_Q, W_K, W_V, b_Q, b_V):
@@ -84,7 +85,8 @@ def check_torch_in_proj(fn, quiet=False, seed=None):
     torch.nn.MultiheadAttention for minitrans's weights, each W (d, d)."""
     return run_checker("PyTorch's in_proj", fn, torch_in_proj_cases,
                        "nn.Linear stores W transposed: stack W_Q.T, W_K.T, W_V.T one above the "
-                       "other (axis 0); the bias is b_Q, zeros for the key, b_V", quiet, seed)
+                       "other (axis 0); the bias is b_Q, zeros for the key, b_V", quiet, seed,
+                       outputs=("in_proj_weight", "in_proj_bias"))
 
 
 CHECKERS = {"linear_backward": check_linear_backward, "torch_in_proj": check_torch_in_proj}

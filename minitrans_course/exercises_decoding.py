@@ -168,6 +168,7 @@ def check_beam_search_step(fn, quiet=False, seed=None):
         "return the log-probabilities, not the ranking scores",
         quiet,
         seed,
+        outputs=("new_log_prob", "parent", "token"),
     )
 
 
@@ -183,6 +184,7 @@ def check_kv_cache_step(fn, quiet=False, seed=None):
         "cache holds only the past and the present)",
         quiet,
         seed,
+        outputs=("out", "K", "V"),
     )
 
 

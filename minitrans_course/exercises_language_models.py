@@ -101,6 +101,7 @@ def check_next_token_targets(fn, quiet=False, seed=None):
         "not <eos>",
         quiet,
         seed,
+        outputs=("inputs", "targets"),
     )
 
 

@@ -21,10 +21,10 @@ from minitrans_course.exercise_checker import make_case, normal, run_checker
 def rms_norm_cases(rng):
     def case(name, x, eps=1e-5, dtype=np.float64):
         x = np.asarray(x).astype(dtype)
-        g = (1.0 + normal(rng, x.shape[-1:], scale=0.5)).astype(dtype)
+        gamma = (1.0 + normal(rng, x.shape[-1:], scale=0.5)).astype(dtype)
         dy = normal(rng, x.shape, dtype)
         sizes = f"x {x.shape}, eps={eps:g}"
-        return make_case(name, sizes, (x, g, eps, dy), ref.rms_norm, dtype)
+        return make_case(name, sizes, (x, gamma, eps, dy), ref.rms_norm, dtype)
 
     B, T, D = (int(n) for n in rng.integers(2, 6, size=3))
     zeros = normal(rng, (B, T, D))
@@ -101,16 +101,23 @@ def grouped_attention_backward_cases(rng):
 
 # ---------------------------------------------------------------- checkers
 
+# Where rotated vectors a little off (within ten times the tolerance) lose their digits.
+ANGLES = ("precision is usually lost in the frequencies base ** (-2i / d_k) or the angles "
+          "m * theta_i computed in float32 (np.arange(..., dtype=np.float32), or x's float32 "
+          "dtype reused): at m = 100 an angle in float32 errs in its fifth decimal; compute "
+          "the angles in float64 and cast the result to x's dtype at the end")
+
 
 def check_rms_norm(fn, quiet=False, seed=None):
-    """fn(x, g, eps, dy) -> (y, dx, dg): y = g * x / sqrt(mean(x^2) + eps)
-    over the last axis, and the gradients of sum(y * dy)."""
+    """fn(x, gamma, eps, dy) -> (y, dx, dgamma): y = gamma * x / sqrt(mean(x^2)
+    + eps) over the last axis, and the gradients of sum(y * dy)."""
     return run_checker(
         "RMSNorm", fn, rms_norm_cases,
         "inv_rms = 1 / sqrt(mean(x**2, axis=-1, keepdims=True) + eps), no mean subtracted; "
-        "x_hat = x * inv_rms, y = g * x_hat; dx = (dx_hat - x_hat * mean(dx_hat * x_hat)) * "
-        "inv_rms with dx_hat = dy * g (no -mean(dx_hat) term: nothing was centred); dg sums "
-        "dy * x_hat over every axis but the last", quiet, seed)
+        "x_hat = x * inv_rms, y = gamma * x_hat; dx = (g - x_hat * mean(g * x_hat)) * inv_rms "
+        "with g = dy * gamma, the gradient at x_hat (no -mean(g) term: nothing was centred); "
+        "dgamma sums dy * x_hat over every axis but the last", quiet, seed,
+        outputs=("y", "dx", "dgamma"))
 
 
 def check_rotate(fn, quiet=False, seed=None):
@@ -121,7 +128,8 @@ def check_rotate(fn, quiet=False, seed=None):
         "rotary positions", fn, rotate_cases,
         "angles = (offset + arange(T))[:, None] * base ** (-arange(0, d_k, 2) / d_k); pair "
         "x1 = x[..., :d_k//2] with x2 = x[..., d_k//2:] (not neighbours 2i, 2i+1); "
-        "return concatenate([x1 cos - x2 sin, x2 cos + x1 sin], axis=-1)", quiet, seed)
+        "return concatenate([x1 cos - x2 sin, x2 cos + x1 sin], axis=-1)", quiet, seed,
+        precision=ANGLES)
 
 
 def check_swiglu(fn, quiet=False, seed=None):
@@ -142,7 +150,8 @@ def check_grouped_attention_backward(fn, quiet=False, seed=None):
         "repeat K and V along axis 1 (np.repeat(K, g, axis=1): head i reads i // g, not i % "
         "kv_heads), run the causal attention and its backward over h heads as in lesson 11, "
         "then add up each group's g gradients: dK.reshape(B, kv_heads, g, T, d_k).sum(axis=2)",
-        quiet, seed)
+        quiet, seed,
+        outputs=("dQ", "dK", "dV"))
 
 
 CHECKERS = {

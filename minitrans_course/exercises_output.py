@@ -86,6 +86,7 @@ def check_feedforward_backward(fn, quiet=False, seed=None):
         "to rows first for the parameter sums",
         quiet,
         seed,
+        outputs=("dx", "dW1", "db1", "dW2", "db2"),
     )
 
 
@@ -217,6 +218,7 @@ def check_shift_right(fn, quiet=False, seed=None):
         "(an empty sentence gives [bos] and [eos])",
         quiet,
         seed,
+        outputs=("decoder_input", "decoder_target"),
     )
 
 

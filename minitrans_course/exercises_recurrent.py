@@ -96,6 +96,7 @@ def check_rnn_backward(fn, quiet=False, seed=None):
         "batch and time, and dW_h sums h_{t-1}^T da_t over every t >= 1",
         quiet,
         seed,
+        outputs=("dx", "dW_x", "dW_h", "db"),
     )
 
 

@@ -155,6 +155,7 @@ def check_dropout(fn, quiet=False, seed=None):
         "dx = dy * keep / (1 - p): the same mask and the same scale both ways",
         quiet,
         seed,
+        outputs=("y", "dx"),
     )
 
 

@@ -186,6 +186,7 @@ def check_adam_step(fn, quiet=False, seed=None):
         "the square root",
         quiet,
         seed,
+        outputs=("new_param", "new_m", "new_v"),
     )
 
 

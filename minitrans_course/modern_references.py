@@ -24,28 +24,28 @@ def _sigmoid(z):
     return e / (1.0 + e)
 
 
-def rms_norm(x, g, eps, dy):
-    """(y, dx, dg) of y = g * x / sqrt(mean(x^2) + eps) over the last axis.
+def rms_norm(x, gamma, eps, dy):
+    """(y, dx, dgamma) of y = gamma * x / sqrt(mean(x^2) + eps) over the last axis.
 
     Per position, with r = sqrt(sum_j x_j^2 / D + eps), the Jacobian
-    d y_i / d x_j = g_i (delta_ij / r - x_i x_j / (D r^3)) is built in full
-    and dx = J^T dy; dg sums dy_i x_i / r over every position."""
+    d y_i / d x_j = gamma_i (delta_ij / r - x_i x_j / (D r^3)) is built in
+    full and dx = J^T dy; dgamma sums dy_i x_i / r over every position."""
     x, dy = np.asarray(x, dtype=np.float64), np.asarray(dy, dtype=np.float64)
-    g = np.asarray(g, dtype=np.float64)
+    gamma = np.asarray(gamma, dtype=np.float64)
     D = x.shape[-1]
     rows, drows = x.reshape(-1, D), dy.reshape(-1, D)
     y, dx = np.empty_like(rows), np.empty_like(rows)
-    dg = [[] for _ in range(D)]
+    dgamma = [[] for _ in range(D)]
     for n, (row, drow) in enumerate(zip(rows, drows)):
         r = math.sqrt(math.fsum(v * v for v in row) / D + eps)
-        jacobian = np.array([[g[i] * ((i == j) / r - row[i] * row[j] / (D * r**3))
+        jacobian = np.array([[gamma[i] * ((i == j) / r - row[i] * row[j] / (D * r**3))
                               for j in range(D)] for i in range(D)])
-        y[n] = [g[i] * row[i] / r for i in range(D)]
+        y[n] = [gamma[i] * row[i] / r for i in range(D)]
         dx[n] = [math.fsum(jacobian[i, j] * drow[i] for i in range(D)) for j in range(D)]
         for i in range(D):
-            dg[i].append(drow[i] * row[i] / r)
-    dg = np.array([math.fsum(terms) for terms in dg])
-    return y.reshape(x.shape), dx.reshape(x.shape), dg
+            dgamma[i].append(drow[i] * row[i] / r)
+    dgamma = np.array([math.fsum(terms) for terms in dgamma])
+    return y.reshape(x.shape), dx.reshape(x.shape), dgamma
 
 
 def rotate(x, offset, base):

@@ -7,16 +7,16 @@ import math
 import numpy as np
 
 
-def rms_norm(x, g, eps, dy):
-    """(y, dx, dg) of y = g * x / sqrt(mean(x^2) + eps) over the last axis.
-    x, dy: (..., D); g: (D,)."""
+def rms_norm(x, gamma, eps, dy):
+    """(y, dx, dgamma) of y = gamma * x / sqrt(mean(x^2) + eps) over the last
+    axis. x, dy: (..., D); gamma: (D,)."""
     inv_rms = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
     x_hat = x * inv_rms
-    y = g * x_hat
-    dx_hat = dy * g
-    dx = (dx_hat - x_hat * (dx_hat * x_hat).mean(axis=-1, keepdims=True)) * inv_rms
-    dg = (dy * x_hat).reshape(-1, x.shape[-1]).sum(axis=0)  # over every position
-    return y, dx, dg
+    y = gamma * x_hat
+    g = dy * gamma  # the gradient arriving at x_hat
+    dx = (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) * inv_rms
+    dgamma = (dy * x_hat).reshape(-1, x.shape[-1]).sum(axis=0)  # over every position
+    return y, dx, dgamma
 
 
 def rotate(x, offset, base):

@@ -1,9 +1,6 @@
 """Figure 1 drawn from a ModelConfig (minitrans_course/diagrams.py) and its two
 close-ups, the head split and a token's path (minitrans_course/diagram_flows.py), all
-drawn with the shapes of minitrans_course/diagram_shapes.py.
-
-Issue 16, point 3: before these modules there was no drawing of the model at
-all; every test here fails on the old code with an ImportError."""
+drawn with the shapes of minitrans_course/diagram_shapes.py."""
 
 import io
 

@@ -1,8 +1,6 @@
 """The exercise checkers pass the solutions and fail wrong answers, naming the
-case that shows the mistake.
-
-The old checkers tried one fixed case each against minitrans's own function;
-the wrong answers marked "old: passed" below went through them."""
+case that shows the mistake. The wrong answers marked "one case passes it"
+below get through a checker that tries a single fixed case."""
 
 import math
 import pathlib
@@ -91,7 +89,7 @@ def _softmax_axis_0(z):
     return e / e.sum(axis=0, keepdims=True)
 
 
-def _softmax_axis_1(z):  # old: passed (it only tried (B, V))
+def _softmax_axis_1(z):  # one (B, V) case would pass it
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
@@ -100,7 +98,7 @@ def _softmax_backward_no_sum(y, dy):
     return y * dy
 
 
-def _softmax_backward_axis_1(y, dy):  # old: passed (it only tried (B, V))
+def _softmax_backward_axis_1(y, dy):  # one (B, V) case would pass it
     return y * (dy - (dy * y).sum(axis=1, keepdims=True))
 
 
@@ -162,17 +160,17 @@ WRONG = [
     ("softmax_backward", _softmax_backward_no_sum, "random"),
     ("softmax_backward", _softmax_backward_axis_1, "a (B, T, V) batch"),
     ("attention", lambda *a: _attention(*a, scale=False), "random, no padding"),
-    ("attention", lambda *a: _attention(*a, fill=-1e9), "fully masked row"),  # old: passed
-    ("attention", lambda *a: _attention(*a, guard=False), "fully masked row"),  # old: passed
+    ("attention", lambda *a: _attention(*a, fill=-1e9), "fully masked row"),  # one case passes it
+    ("attention", lambda *a: _attention(*a, guard=False), "fully masked row"),  # one case passes it
     ("attention", lambda *a: _attention(*a, fill=0.0), "padding mask (B, 1, T_k)"),
     ("attention_backward", lambda *a: _attention_backward(*a, scale=False), "random, no padding"),
     ("attention_backward", lambda *a: _attention_backward(*a, rowsum=False), "random, no padding"),
     ("layernorm", lambda *a: _layernorm(*a, ddof=1), "random (B, T, d)"),
-    ("layernorm", lambda *a: _layernorm(*a, axis=2), "2-D input (N, d)"),  # old: passed
+    ("layernorm", lambda *a: _layernorm(*a, axis=2), "2-D input (N, d)"),  # one case passes it
     ("layernorm", lambda x, g, b, eps: _layernorm(x, g, b, 0.0), "random (B, T, d)"),
     ("layernorm_backward", lambda *a: _layernorm_backward(*a, mean_term=False), "random (B, T, d)"),
-    ("layernorm_backward", lambda *a: _layernorm_backward(*a, sum_axes=(0, 1)),  # old: passed
-     "2-D input (N, d)"),
+    ("layernorm_backward", lambda *a: _layernorm_backward(*a, sum_axes=(0, 1)),
+     "2-D input (N, d)"),  # one case passes it
     ("positional_encoding", lambda *a: _pe(*a, swap=True), "random even d_model"),
     ("positional_encoding", lambda *a: _pe(*a, exponent_j=True), "random even d_model"),
     ("top_p", lambda *a: _top_p(*a, one_too_few=True), "random rows"),
@@ -187,7 +185,7 @@ def test_a_typical_mistake_fails_in_its_case(name, wrong, case):
 
 def test_the_minus_1e9_fill_is_named_in_the_verdict(capsys):
     """Lesson 6's point: -1e9 turns a fully masked row into a uniform average
-    of the values instead of zeros. The old checker had no such row."""
+    of the values instead of zeros; the verdict names the case and the fill."""
     result = check_attention(lambda *a: _attention(*a, fill=-1e9), seed=5)
     out = capsys.readouterr().out
     assert not result.passed and "case 'fully masked row' (B=1, T_q=3" in out and "-1e9" in out

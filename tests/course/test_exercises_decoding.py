@@ -1,7 +1,6 @@
 """The decoding exercises (lessons 14 and 15): each checker passes its
 solution on many seeds and fails a learner's typical slips in the case that
-is there to catch them. The checkers are new (issue 16): before them
-lessons 14 and 15 had no exercise at all."""
+is there to catch them."""
 
 import numpy as np
 import pytest

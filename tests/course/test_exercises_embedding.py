@@ -1,7 +1,6 @@
 """Lesson 3's exercise checkers (one BPE merge, the embedding backward) pass
 the solution for many seeds and fail the mistakes a learner is likely to make,
-each in the case built to show it. These checkers are new: before them lesson
-3 had no exercise."""
+each in the case built to show it."""
 
 import collections
 import pathlib

@@ -1,7 +1,6 @@
 """Lesson 18's exercise, perplexity: the slips a learner is likely to make
 fail in the case that shows them (that the solution passes on seeds 0 to 20
-is tested with every checker's in test_exercises.py).
-Before issue 16 there was no such checker (check_perplexity did not exist)."""
+is tested with every checker's in test_exercises.py)."""
 
 import math
 

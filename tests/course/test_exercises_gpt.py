@@ -1,9 +1,8 @@
-"""Lesson 19's exercise (issue 16, point 5(d)): the parameter count of a
+"""Lesson 19's exercise: the parameter count of a
 decoder-only model. Its checker passes the solution, fails the mistakes a
 learner is likely to make in the case that shows them, and its reference (a
 list of tensor shapes) agrees with the models minitrans builds and with the
-published sizes of GPT-2. Before issue 16 there was no such exercise: every
-test here failed (the module did not exist)."""
+published sizes of GPT-2."""
 
 import pathlib
 

@@ -1,7 +1,6 @@
 """The language-model exercises (lesson 16): each checker passes its
 solution on many seeds and fails a learner's typical slips in the case that
-is there to catch them. The checkers are new (issue 16): before them lesson
-16 had no exercise."""
+is there to catch them."""
 
 import numpy as np
 import pytest

@@ -1,8 +1,7 @@
 """The exercise checkers of lessons 6, 7 and 8 (the decoder mask, splitting
 and merging heads, single-head cross-attention) pass the solutions for many
 seeds and fail the mistakes a learner is likely to make, each in the case
-built to show it. These checkers are new: before them lessons 6, 7 and 8 had
-no exercise."""
+built to show it."""
 
 import pathlib
 

@@ -1,10 +1,9 @@
-"""Lesson 22's exercises (issue 23, point 6): RMSNorm, rotary positions,
+"""Lesson 22's exercises: RMSNorm, rotary positions,
 SwiGLU and the backward of grouped-query attention. Each checker passes the
 solution, fails the mistakes a learner is likely to make in the case that
 shows them, and its slow reference agrees with minitrans's own layer (the
 two are written independently: a bug shared by both would have to be made
-twice). Before issue 23 there were no such exercises: every test here failed
-(the modules did not exist)."""
+twice)."""
 
 import pathlib
 

@@ -1,8 +1,7 @@
 """The exercise checkers of lessons 10 and 12 (the feed-forward backward, the
 label-smoothed loss's gradient, the shifted decoder input and target) pass
 the solutions for many seeds and fail the mistakes a learner is likely to
-make, each in the case built to show it. These checkers are new: before them
-lesson 10 had only top-p and lesson 12 no exercise."""
+make, each in the case built to show it."""
 
 import pathlib
 

@@ -1,8 +1,7 @@
 """The exercise of lesson 0, the backward of a recurrent layer through time
 (minitrans_course/exercises_recurrent): the solution passes, a learner's typical slips
 fail in the case that shows them, and the checker's reference agrees with
-central differences and with RecurrentLayer. Before issue 16 there was no such
-exercise: every test here failed on the old code (ImportError)."""
+central differences and with RecurrentLayer."""
 
 import numpy as np
 import pytest

@@ -1,9 +1,6 @@
 """The checkers of lesson 17's exercises (inverted dropout, the GELU's
 backward, Xavier's initialisation) pass the solutions for many seeds and fail
-the mistakes a learner makes, in the case that shows each one.
-
-These checkers are new with issue 16: before it there was no exercise on
-dropout, GELU or initialisation, and these tests failed on the missing module."""
+the mistakes a learner makes, in the case that shows each one."""
 
 import math
 

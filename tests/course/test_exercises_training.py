@@ -1,7 +1,6 @@
 """The training exercises (lessons 13 and 21): each checker passes its
 solution on many seeds and fails a learner's typical slips in the case that
-is there to catch them. The checkers are new (issue 16): before them lessons
-13 and 21 had no exercise at all."""
+is there to catch them."""
 
 import numpy as np
 import pytest

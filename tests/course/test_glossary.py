@@ -1,12 +1,11 @@
-"""The course's bilingual glossary, lessons/glossary.md (issue 16, point 6).
+"""The course's bilingual glossary, lessons/glossary.md.
 
 The glossary is one Markdown table: English term, 中文, meaning, lessons (links
 to NN_name.ipynb), minitrans name. These tests read it as a table and check
 what a reader relies on: every cell filled, Chinese really in Chinese, every
 lesson link leading to a lesson, every minitrans name existing in the package,
 no term twice, at least 60 terms, and every lesson taught by some term. Each
-check is also shown failing on a planted bad row. Before issue 16 there was no
-glossary: every test here failed (the file did not exist)."""
+check is also shown failing on a planted bad row."""
 
 import ast
 import functools
@@ -181,7 +180,7 @@ def test_a_repeated_term_and_an_unlinked_lesson_are_caught():
 def test_label_smoothing_is_described_as_the_loss_computes_it():
     """The correct token's target is 1 − ε + ε/V, not 1 − ε: the loss spreads ε
     over all V tokens, the correct one and <pad> included, and leaves padded
-    positions out of the mean (issue "three households")."""
+    positions out of the mean."""
     import numpy as np
 
     from minitrans.layers.loss import LabelSmoothedCrossEntropy, smoothed_targets

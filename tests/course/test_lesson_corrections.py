@@ -1,12 +1,11 @@
-"""What a learner found wrong in the lessons' text (issue "three households",
-"The course, mended"), each pinned by a test that failed on the old text.
+"""Statements of the lessons' text checked against what they describe.
 
 The statements are checked against what they describe wherever the course can
 compute it: the executed notebooks' printouts (lesson 2's orders of magnitude,
 lesson 19's memory), minitrans itself (the warm-ups of TASK_DEFAULTS, the
 absence of a separate d_v) and the stored ablation results (lesson 18's
 feed-forward rows); the paper's own numbers are spelled out here. The rendering
-defects of the same issue (a heading lost in a code cell, a table shown as a
+defects of a lesson (a heading lost in a code cell, a table shown as a
 paragraph, a stray "$") are caught by the site build's checks, tested in
 test_site_checks.py.
 """
@@ -14,55 +13,16 @@ test_site_checks.py.
 import dataclasses
 import json
 import math
-import pathlib
 import re
 
 import minitrans
 from minitrans.training import experiment
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-LESSONS = ROOT / "lessons"
-CELL_MARKER = re.compile(r"^# %%(.*)$", re.MULTILINE)
-
-
-def lesson(prefix):
-    """The source of the lesson whose file name starts with ``prefix``."""
-    (path,) = LESSONS.glob(f"{prefix}_*.py")
-    return path
-
-
-def cells(prefix):
-    """A lesson's cells as (kind, text): kind "markdown" or "code"; the text of a
-    Markdown cell without its comment marks, lines joined by single spaces
-    (so that a phrase split over two lines is still found)."""
-    text = lesson(prefix).read_text(encoding="utf-8")
-    markers = list(CELL_MARKER.finditer(text))
-    found = []
-    for marker, following in zip(markers, markers[1:] + [None]):
-        body = text[marker.end():following.start() if following else len(text)]
-        if "[markdown]" in marker.group(1):
-            lines = [re.sub(r"^# ?", "", line) for line in body.strip().splitlines()]
-            found.append(("markdown", " ".join(" ".join(lines).split())))
-        else:
-            found.append(("code", body.strip()))
-    return found
-
-
-def prose(prefix):
-    """All of a lesson's Markdown text, as one line."""
-    return " ".join(text for kind, text in cells(prefix) if kind == "markdown")
-
-
-def outputs(prefix):
-    """Everything a lesson's executed notebook printed, as one string."""
-    notebook = json.loads(lesson(prefix).with_suffix(".ipynb").read_text(encoding="utf-8"))
-    return "".join("".join(output.get("text", "")) for cell in notebook["cells"]
-                   for output in cell.get("outputs", []) if output["output_type"] == "stream")
+from tests.course.lesson_text import LESSONS, ROOT, cells, lesson, outputs, prose, table
 
 
 def test_the_numbered_sections_of_every_lesson_follow_each_other():
-    """Lesson 12's section 6 was code comments (a missing "# %% [markdown]"):
-    the page's contents went from 5 to 7."""
+    """A section whose heading sits in a code cell (a missing "# %% [markdown]")
+    breaks the count: the numbered sections of every lesson run 1, 2, 3, ..."""
     for path in sorted(LESSONS.glob("[0-9][0-9]_*.py")):
         numbers = [int(n) for kind, text in cells(path.name[:2]) if kind == "markdown"
                    for n in re.findall(r"(?:^| )## (\d+)\. ", text)]
@@ -92,9 +52,9 @@ def test_lesson_7_says_where_each_numbering_of_the_heads_starts():
 
 
 def test_lesson_13_gives_each_tasks_default_warmup():
-    """Copy and reverse warm up over 100 steps, not the 400 the text gave for all."""
+    """Lesson 13 gives each task's default warm-up as TASK_DEFAULTS has it."""
     text = prose("13")
-    assert "(`--warmup`)" in text, "lesson 13 no longer says what --warmup defaults to"
+    assert "(`--warmup`)" in text, "lesson 13 does not say what --warmup defaults to"
     sentence = text[text.index("(`--warmup`)"):]
     sentence = sentence[:sentence.index(". ")]
     stated, number = {}, None
@@ -108,24 +68,12 @@ def test_lesson_13_gives_each_tasks_default_warmup():
 
 
 def test_lesson_14_writes_the_learning_rate_as_display_maths_of_its_own():
-    """$$...$$ inside the list item's paragraph showed a literal $ either side."""
+    """$$...$$ inside a list item's paragraph would show a literal $ either side."""
     text = lesson("14").read_text(encoding="utf-8")
     item = text[text.index("# 5. an Adam step"):text.index("# Here is the first batch")]
     lines = item.splitlines()
     formula = next(n for n, line in enumerate(lines) if "$$" in line)
     assert lines[formula - 1].strip() == "#", "a blank line must separate $$ from the text"
-
-
-def table(text, header):
-    """The rows (lists of cells) of the Markdown table whose header starts with ``header``."""
-    start = text.index(header)
-    lines = []
-    for line in text[start:].splitlines():
-        if not line.lstrip("# ").startswith("|"):
-            break
-        lines.append(line.lstrip("# "))
-    return [[cell.strip() for cell in line.strip().strip("|").split("|")]
-            for line in lines if "---" not in line]
 
 
 def test_lesson_18_gives_table_2s_training_cost_once_per_model():

@@ -74,7 +74,7 @@ LANES = 2
 
 @pytest.fixture(scope="module")
 def lesson_runs(request):
-    """{source: future of its executed notebook} for the lessons this session
+    """{source: future of its executed notebook} for the lessons this pytest run
     runs (those selected, and not skipped for want of PyTorch), in the tests'
     order, LANES at a time: each test waits for its own lesson."""
     selected = [item.callspec.params["source"] for item in request.session.items

@@ -1,5 +1,5 @@
-"""Table 1 of the paper measured on layers that run (minitrans_course/path_lengths, lesson 0).
-Before issue 16 none of this existed: every test failed on the old code (ImportError)."""
+"""Table 1 of the paper measured on layers that run (minitrans_course/path_lengths,
+lesson 0)."""
 
 import math
 
