@@ -59,4 +59,4 @@ from minitrans.training.clipping import clip_grad_norm
 from minitrans.training.optim import SGD, Adam
 from minitrans.training.schedule import transformer_lr
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
