@@ -294,64 +294,69 @@ for row in stored["rows"][1:]:
 # Read with the spreads in mind (the stored results; the verdicts above are
 # computed from them):
 #
-# * **(A) heads: carries over, in part.** One head has a higher perplexity
-#   than four (by 0.027, beyond the seeds' spread), as the paper's single
-#   head is its worst row; its exact match, 3 points lower, is within the
-#   noise. Sixteen heads of width $d_k = 4$ are about as bad on average, the
-#   paper's "too many heads", but their seeds spread too widely to tell.
-#   Two heads are a little worse in perplexity too (by 0.006, just beyond
-#   the spread; the paper's 4 heads lose 0.3 BLEU against its 8); 8 heads
-#   cannot be told from 4.
+# * **(A) heads: carries over, in part.** One head is worse than four: its
+#   exact match is 3.7 points lower (95.3% against 99.0%, beyond the seeds'
+#   spread), as the paper's single head is its worst row; its perplexity is
+#   higher too, by 0.012, within the spread. Sixteen heads of width
+#   $d_k = 4$ are about as bad on average, the paper's "too many heads", but
+#   their seeds spread too widely to tell. Two heads and eight cannot be
+#   told from four.
 # * **(B) a smaller head width hurts**, at both widths, but this is a
 #   different ablation from the paper's. Ours narrows the values with the
 #   keys ($d_v = d_k$): $W^V$ and $W^O$ shrink with $W^Q$ and $W^K$, which
 #   is why B1 and B2 lose a fifth and nearly three tenths of the base's
 #   parameters, where the paper's (B) keeps $d_v = 64$ and loses at most
 #   about a tenth. So our rows cannot tell a worse compatibility function
-#   (the paper's reading) from narrower values. $d_k = 8$ is worse on both
-#   measures, if by little (0.023 in perplexity, 3 points of exact match);
-#   $d_k = 4$ has a perplexity higher by 0.08 and 17 points less exact
-#   match on average, though its seeds range from 59% to 95%, too widely
-#   for the exact match to count.
+#   (the paper's reading) from narrower values. $d_k = 8$ has a higher
+#   perplexity (by 0.019, beyond the spread) and 3 points less exact match
+#   (within it); $d_k = 4$ has a perplexity higher by 0.08 and 20 points
+#   less exact match on average, though its seeds range from 53% to 95%,
+#   too widely for either difference to count.
 # * **(C) "bigger is better": does not carry over**, for a reason that is
 #   not the model's: every row trains for the same 100 steps. One layer
-#   cannot be told from two; the narrow model ($d_\text{model} = 32$) has
-#   not learnt this easy task yet; the wide one (128) cannot be told from
-#   the base; four post-norm layers (C2) fail outright. Both feed-forward
-#   widths are worse than the base on average in the table above. The
-#   narrow one (C5, $d_{ff} = 128$) is worse on every measure (perplexity
-#   1.093 against 1.070, exact match 92.9% against 98.7%), as the paper's
-#   narrow $d_{ff}$ is, but its seeds spread so widely (± 9.4 points of
-#   exact match) that by our rule the difference stays within the noise.
-#   The wide one (C6, 512) is worse on average too, also within the noise,
-#   where the paper's (4096) has Table 3's best BLEU after the big model.
-#   The paper trained every row for 100,000 steps, long enough for size
-#   to pay.
+#   has a slightly lower perplexity than two (by 0.010, beyond the spread)
+#   and as good an exact match: in 100 steps the shallower model gets
+#   further. The narrow model ($d_\text{model} = 32$) has not learnt this
+#   easy task yet; the wide one (128) cannot be told from the base; four
+#   post-norm layers (C2) fail outright. Both feed-forward widths are worse
+#   than the base on average in the table above. The narrow one (C5,
+#   $d_{ff} = 128$) is worse on every measure (perplexity 1.089 against
+#   1.073, exact match 96.0% against 99.0%), as the paper's narrow $d_{ff}$
+#   is, but its seeds spread so widely (± 5.7 points of exact match) that
+#   by our rule the difference stays within the noise. The wide one (C6,
+#   512) is worse on average too, also within the noise, where the paper's
+#   (4096) has Table 3's best BLEU after the big model. The paper trained
+#   every row for 100,000 steps, long enough for size to pay.
 # * **(D) dropout: does not carry over.** 100 steps of 64 pairs see 6,400 of
 #   the 20,000 training pairs, none twice: there is nothing to over-fit, and
 #   dropout can only slow learning down (0.3: it has not learnt the task
-#   yet). Without dropout the perplexity is a little higher, while exact
-#   match is within the noise. Lesson 17 shows dropout working where a
-#   model does over-fit.
-# * **(D) label smoothing: carries over for perplexity.** Without it the
-#   perplexity is lower, with 0.3 much higher, as §5.4 says ("this hurts
-#   perplexity"); the paper's gain in BLEU is too small to see here.
+#   yet). Without dropout the exact match is a little higher (99.9%
+#   against 99.0%, just beyond the spread), while the perplexity is a
+#   little higher too. Lesson 17 shows dropout working where a model does
+#   over-fit.
+# * **(D) label smoothing: carries over.** Without it the perplexity is
+#   lower (by 0.048) and the exact match 3 points lower (95.8% against
+#   99.0%), both beyond the spread; with 0.3 the perplexity is much higher.
+#   That is §5.4's sentence in full: label smoothing "hurts perplexity, as
+#   the model learns to be more unsure, but improves accuracy and BLEU
+#   score".
 # * **(E) learned positions: carries over**: as close to sinusoids as three
 #   seeds can tell (the paper: 25.7 against 25.8 BLEU), for $64 \times 64$
 #   more parameters per embedding.
-# * **(F) pre-norm**, not in Table 3: with two layers its perplexity is a
-#   little higher (by 0.006, just beyond the spread) and its exact match as
-#   good; with four (F2) it trains where post-norm (C2) fails. This is one
-#   reason GPT-2 and most later models put the layer norm first.
+# * **(F) pre-norm**, not in Table 3: with two layers it cannot be told
+#   from post-norm; with four (F2) it trains where post-norm (C2) fails.
+#   This is one reason GPT-2 and most later models put the layer norm
+#   first.
 #
 # How fragile the small differences are: the same script with NumPy's
 # matrix products on two threads instead of one (which changes only the
 # order of their sums, and so the last bits) moves several rows by a few
 # points of exact match: rounding is a source of noise too, and three seeds
 # do not average it away. Drawing the dropout masks from another random
-# stream (the same seeds), on another processor, does as much: with other
-# masks one head has lost 11 points of exact match against four (here 3),
-# and one layer had a lower perplexity than two.
+# stream (the same seeds) does as much: with other masks, one head has lost
+# 11 points of exact match against four (here 4), and one layer could not
+# be told from two. Read the verdicts on single rows as hints, and the
+# large effects (C2, C3, D2, label smoothing's perplexity) as findings.
 #
 # ## 4. One comparison, live: four layers, post-norm against pre-norm
 #
@@ -500,9 +505,9 @@ check_perplexity(my_perplexity);
 #   `benchmarks/ablations.py` runs its rows on the toy translation task,
 #   three seeds each, in two to four minutes; read a difference only where it
 #   exceeds the seeds' spread.
-# * What carries over: one head has a higher perplexity than four (too many
-#   heads about as high, within the noise), a smaller $d_k$ hurts, label
-#   smoothing raises perplexity, learned positions match sinusoids.
+# * What carries over: one head is worse than four (too many heads about as
+#   bad, within the noise), a smaller $d_k$ hurts, label smoothing raises
+#   perplexity and improves exact match, learned positions match sinusoids.
 # * What does not: bigger is not better, and dropout does not help, in 100
 #   steps that see each example once; four post-norm layers fail where
 #   pre-norm trains.
