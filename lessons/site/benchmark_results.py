@@ -13,6 +13,8 @@ section of the page), its links to other files as their text (the page is
 not beside them) and its ``$`` as dollars, not mathematics.
 """
 
+import functools
+import importlib.util
 import pathlib
 import re
 
@@ -28,8 +30,7 @@ SUITE = {
     "device_check": "benchmarks/device/check.py",
 }
 FOLDER = "benchmarks/results"  # as the page names it, from the repository's root
-# A run's file: YYYY-MM-DD-HHMMSS-<7-hex commit>.md, so that names sort by time.
-RUN_NAME = re.compile(r"\d{4}-\d\d-\d\d-\d{6}-(?:[0-9a-f]{7}|unknown)\.md")
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEADING = re.compile(r"^(#{1,6})(?=\s)")
 FENCE = re.compile(r"^\s*(```|~~~)")
 CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
@@ -38,11 +39,20 @@ LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
 
 
 def runs(folder):
-    """The result files of ``folder``, oldest first (none if there is no folder);
-    a file not named as a run is not one."""
-    folder = pathlib.Path(folder)
-    found = folder.glob("*.md") if folder.is_dir() else []
-    return sorted(path for path in found if RUN_NAME.fullmatch(path.name))
+    """The result files of ``folder``, oldest first (none if there is no folder),
+    as the benchmarks' own refresh command finds them (benchmarks/harness/latest.py,
+    which knows how a run's file is named)."""
+    return _benchmarks_latest().runs(folder)
+
+
+@functools.cache
+def _benchmarks_latest():
+    # Loaded from its path: neither lessons/ nor benchmarks/ is a package of the other.
+    spec = importlib.util.spec_from_file_location(
+        "benchmarks_latest", ROOT / "benchmarks" / "harness" / "latest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def title(text):
