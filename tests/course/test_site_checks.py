@@ -298,8 +298,9 @@ def test_the_guide_follows_its_contents_page():
 
 
 def test_every_python_example_of_the_guide_runs():
-    """The guide's Python examples, on NumPy: those for a GPU or PyTorch's
-    processes are only imported (the parity tests run the bridge)."""
+    """The guide's Python examples, on NumPy. Those for a GPU or PyTorch's
+    processes are not run here: tests/project/test_readme.py checks their
+    imports, and the parity tests run the bridge."""
     blocks = [block for page in sorted((LESSONS / "guide").glob("*.md"))
               for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"),
                                       re.S)]
