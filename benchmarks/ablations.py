@@ -41,7 +41,8 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from minitrans.data.tasks import load_task  # noqa: E402 (NumPy loads here)
-from minitrans.training import evaluation, experiment  # noqa: E402
+from minitrans.training.optimisation import evaluation
+from minitrans.training import experiment  # noqa: E402
 from minitrans.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 from harness import machine, results  # noqa: E402

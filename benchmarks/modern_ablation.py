@@ -30,7 +30,7 @@ W_K and W_V, RMSNorm's missing beta) gets the d_ff that brings its count
 closest to the 2017 block's (``matched_d_ff``). Biases (but in the last row),
 the output bias and the embedding scale stay as in the paper, so that only
 the block differs. Measured on the held-out sums, as the lm task measures them
-(``training.evaluation``): the cross-entropy of the answer's tokens (and of
+(``training.optimisation.evaluation``): the cross-entropy of the answer's tokens (and of
 <eos>), teacher forced; the exact match of the greedy answers; and the
 held-out loss every ``CURVE_EVERY`` steps, for the curves.
 """
@@ -48,7 +48,8 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from minitrans.data.tasks import load_task  # noqa: E402 (NumPy loads here)
-from minitrans.training import evaluation, experiment  # noqa: E402
+from minitrans.training.optimisation import evaluation
+from minitrans.training import experiment  # noqa: E402
 from minitrans.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 from harness import machine, results  # noqa: E402

@@ -25,7 +25,8 @@ import sys
 import tempfile
 import time
 
-from minitrans.training import evaluation, experiment
+from minitrans.training.optimisation import evaluation
+from minitrans.training import experiment
 
 from harness import machine, results
 

@@ -26,7 +26,7 @@ How it measures:
   ending when the loss is back on the host, on random batches without
   padding. minitrans's step is its Trainer's: the batch split over as many
   worker threads as the run has threads, one BLAS thread each
-  (minitrans.training.parallel; ``--workers 1``: the whole batch on one).
+  (minitrans.training.optimisation.parallel; ``--workers 1``: the whole batch on one).
 * **Separate processes, in turns.** Each library runs in a worker process
   of its own (its own peak memory and allocator) with the same thread
   count. After three warm-up steps the parent asks each in turn for a few

@@ -28,7 +28,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrans.core import backend
 from minitrans.interop.torch import from_torch, paper_loss, paper_optimizer, to_torch
-from minitrans.training import evaluation, experiment
+from minitrans.training.optimisation import evaluation
+from minitrans.training import experiment
 
 HELD_OUT = 200  # held-out pairs decoded before and after
 

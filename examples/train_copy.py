@@ -18,7 +18,9 @@ learning-rate schedule) and the trainer's checkpoint.npz.
 import argparse
 import os
 
-from minitrans.training import attention_maps, evaluation, experiment, plots
+from minitrans.training import attention_maps, experiment
+from minitrans.training.optimisation import evaluation
+from minitrans.training.run_files import plots
 
 STEPS = 2000  # the copy task's default; training stops early at 100% exact match
 OUT_DIR = os.path.join("runs", "example-copy")

@@ -33,7 +33,7 @@ import numpy as np
 
 import minitrans
 from minitrans.data.tasks import load_task
-from minitrans.training import evaluation
+from minitrans.training.optimisation import evaluation
 from minitrans.training.experiment import build_model
 from minitrans.training.trainer import TrainConfig, Trainer
 

@@ -461,7 +461,7 @@ for label, measures in (("last checkpoint (step 100)", last),
 # that is where the paper used it.
 #
 # minitrans's trainer does it step by step: with `--average-decay 0.999`
-# (`minitrans/training/averaging.py`) it keeps an exponential moving average
+# (`minitrans/training/optimisation/averaging.py`) it keeps an exponential moving average
 # of the weights, whose window grows with the run (about its last tenth, at
 # most 1,000 steps), so the early, worse weights never drag it back for
 # long. Evaluations, `best.npz` and the checkpoint's parameters are the

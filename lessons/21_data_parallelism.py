@@ -12,7 +12,7 @@
 #
 # 1. shows why the gradient of a batch is a weighted sum of the gradients
 #    of its shards, and why the weights are token counts, not 1/2;
-# 2. checks `minitrans.training.parallel.DataParallel` against the whole batch in
+# 2. checks `minitrans.training.optimisation.parallel.DataParallel` against the whole batch in
 #    float64, and by central differences;
 # 3. opens a replica: a copy of the model that shares its parameters but
 #    keeps its own caches, gradients and dropout masks;
@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 import minitrans
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.training.parallel import DataParallel, replicate
+from minitrans.training.optimisation.parallel import DataParallel, replicate
 
 minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
 

@@ -55,8 +55,8 @@ from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
 from minitrans.ops.masks import causal_mask, decoder_mask, padding_mask
 from minitrans.gradcheck import check_layer
-from minitrans.training.clipping import clip_grad_norm
-from minitrans.training.optim import SGD, Adam
-from minitrans.training.schedule import transformer_lr
+from minitrans.training.optimisation.clipping import clip_grad_norm
+from minitrans.training.optimisation.optim import SGD, Adam
+from minitrans.training.optimisation.schedule import transformer_lr
 
 __version__ = "0.2.0"

@@ -12,15 +12,15 @@ from harness.workload import (ADAM_SETTINGS, BATCHES, DECODE_LENGTH, decode_sour
 
 class MinitransRunner:
     """minitrans's training step as the Trainer runs it: the batch split over
-    ``workers`` threads (minitrans.training.parallel), each with ``threads // workers``
+    ``workers`` threads (minitrans.training.optimisation.parallel), each with ``threads // workers``
     BLAS threads, so that it uses ``threads`` threads in all, as PyTorch does."""
 
     def __init__(self, sizes, device, threads=2, workers=None):
         import minitrans
         from minitrans.layers.loss import LabelSmoothedCrossEntropy
         from minitrans.model.transformer import Transformer
-        from minitrans.training.optim import Adam
-        from minitrans.training.parallel import DataParallel
+        from minitrans.training.optimisation.optim import Adam
+        from minitrans.training.optimisation.parallel import DataParallel
 
         minitrans.use("cupy" if device == "gpu" else "numpy", dtype="float32")
         self.minitrans, self.device = minitrans, device

@@ -18,9 +18,9 @@ from minitrans.cli import flags, pretrained_folder, resume_flags
 from minitrans.core.memory_budget import check_fits, training_bytes
 from minitrans.pretrained import save_pretrained
 from minitrans.pretrained.architectures import hub_config
-from minitrans.training import interrupt
+from minitrans.training.run_files import interrupt
 from minitrans.training.finetune import FinetuneTrainer, text_task
-from minitrans.training.parallel import default_workers
+from minitrans.training.optimisation.parallel import default_workers
 from minitrans.training.train_config import TrainConfig
 
 # A fine-tuner's schedule: a small constant rate after a short warm-up.

@@ -6,7 +6,7 @@ formatter, and the flags several commands take (--checkpoint, --seed,
 import argparse
 
 from minitrans.core import backend, checks
-from minitrans.training import run_folder
+from minitrans.training.run_files import run_folder
 
 
 def number(convert, most=None, **bounds):

@@ -19,7 +19,8 @@ from minitrans.core import backend
 from minitrans.data import BOS_ID, EOS, pad
 from minitrans.decoding import generate as continue_prompt
 from minitrans.decoding.input_checks import check_rows_fit
-from minitrans.training import attention_maps, experiment, plots
+from minitrans.training import attention_maps, experiment
+from minitrans.training.run_files import plots
 
 
 DEFAULT_OUT = "attention.png"

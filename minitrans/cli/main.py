@@ -22,7 +22,7 @@ import warnings
 
 import minitrans
 from minitrans.cli import doctor, flags, generate, gradcheck, train, translate
-from minitrans.training.checkpoint import CheckpointError
+from minitrans.training.run_files.checkpoint import CheckpointError
 from minitrans.training.trainer import TrainingError
 
 DESCRIPTION = """\

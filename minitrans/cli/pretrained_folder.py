@@ -9,7 +9,7 @@ import shutil
 from minitrans.data.pretrained_tokenizer import load_tokenizer
 from minitrans.pretrained import load_pretrained
 from minitrans.pretrained.architectures import architecture_of, model_config
-from minitrans.pretrained.folder import CONFIG_NAME, read_config
+from minitrans.files.model_folder import CONFIG_NAME, read_config
 
 # Every file a tokenizer may be read from (data/pretrained_tokenizer.py), and
 # the ones that describe it further, copied beside a fine-tuned model.

@@ -1,7 +1,7 @@
 """``minitrans train``: train a model on a built-in task or a TSV corpus.
 
 A run never overwrites another: a new run goes into a folder without a
-checkpoint (``training.run_folder``), a resumed one refuses flags that would
+checkpoint (``training.run_files.run_folder``), a resumed one refuses flags that would
 make it another run (``cli.resume_flags``), and Ctrl-C saves first.
 """
 
@@ -17,9 +17,10 @@ from minitrans.layers.add_norm import NORMS
 from minitrans.layers.feedforward import FEED_FORWARDS
 from minitrans.layers.positional import POSITIONS
 from minitrans.model.config import LIMITS, ModelConfig
-from minitrans.training import (corpus_defaults, evaluation, experiment, interrupt, run_folder,
-                                stopping)
-from minitrans.training.parallel import MAX_WORKERS
+from minitrans.training import corpus_defaults, experiment
+from minitrans.training.optimisation import evaluation, stopping
+from minitrans.training.run_files import interrupt, run_folder
+from minitrans.training.optimisation.parallel import MAX_WORKERS
 from minitrans.training.train_config import TrainConfig
 
 

@@ -3,7 +3,8 @@ encoder-decoder checkpoint."""
 
 from minitrans.cli import flags, text_input
 from minitrans.data import UNK, read_tsv
-from minitrans.training import evaluation, experiment
+from minitrans.training.optimisation import evaluation
+from minitrans.training import experiment
 
 
 def add_parsers(commands):

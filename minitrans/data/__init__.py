@@ -18,7 +18,7 @@ from minitrans.data.batches import (  # noqa: F401
 )
 from minitrans.data.bpe import BPE, learn_merges  # noqa: F401
 from minitrans.data.tokenizer import Tokenizer, learn_subwords  # noqa: F401
-from minitrans.data.tsv import read_tsv, write_tsv  # noqa: F401
+from minitrans.files.tsv import read_tsv, write_tsv  # noqa: F401
 from minitrans.data.vocab import (  # noqa: F401
     BOS,
     BOS_ID,

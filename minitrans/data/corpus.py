@@ -13,7 +13,7 @@ import pathlib
 from minitrans.core import backend, checks
 from minitrans.data.bpe import MAX_MERGES
 from minitrans.data.tokenizer import Tokenizer, characters, learn_subwords
-from minitrans.data.tsv import read_tsv
+from minitrans.files.tsv import read_tsv
 from minitrans.data.vocab import UNK_ID, DataError
 
 MAX_CHARACTERS = 1000  # a side's characters, checked before anything is learned

@@ -22,7 +22,7 @@ one token ships a tokenizer.json with it in ``added_tokens``).
 """
 
 from minitrans.data import byte_level_bpe
-from minitrans.data.tokenizer_files import (
+from minitrans.files.tokenizer_files import (
     JsonFile,
     SourceFile,
     TokenizerFileError,

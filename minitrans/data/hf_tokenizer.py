@@ -30,7 +30,7 @@ without merging (its merges might not rebuild it).
 import re
 
 from minitrans.data import byte_level_bpe, hf_pipeline
-from minitrans.data.tokenizer_files import JsonFile, TokenizerFileError, check_vocab
+from minitrans.files.tokenizer_files import JsonFile, TokenizerFileError, check_vocab
 
 TOP_FIELDS = ("version", "truncation", "padding", "added_tokens", "normalizer",
               "pre_tokenizer", "post_processor", "decoder", "model")

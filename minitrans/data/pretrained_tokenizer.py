@@ -14,7 +14,7 @@ import os
 
 from minitrans.data.gpt2_tokenizer import GPT2Tokenizer
 from minitrans.data.hf_tokenizer import HFTokenizer
-from minitrans.data.tokenizer_files import TokenizerFileError
+from minitrans.files.tokenizer_files import TokenizerFileError
 
 
 def load_tokenizer(folder):

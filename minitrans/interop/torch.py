@@ -44,7 +44,7 @@ from minitrans.core import backend
 from minitrans.interop.torch_modules import TorchLanguageModel, TorchTransformer
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
-from minitrans.training.schedule import transformer_lr
+from minitrans.training.optimisation.schedule import transformer_lr
 
 __all__ = ["to_torch", "from_torch", "parameter_links", "paper_optimizer", "paper_loss",
            "TorchTransformer", "TorchLanguageModel"]

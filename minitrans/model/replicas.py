@@ -1,7 +1,7 @@
 """Copies of a model that share its parameters: one per worker thread.
 
 A batch's rows can be split into shards and each shard run on a thread of
-its own, training (``minitrans.training.parallel.DataParallel``) or decoding
+its own, training (``minitrans.training.optimisation.parallel.DataParallel``) or decoding
 (``minitrans.decoding.shards``). Two threads cannot run the same layer at
 once: a layer keeps what its backward needs in ``self.cache``, and the
 decoding caches grow per call. So each worker runs a *replica*: a copy of

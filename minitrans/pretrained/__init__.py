@@ -23,8 +23,8 @@ in its docstring), ``load`` does the rest.
 """
 
 from minitrans.pretrained.architectures import GPT2, LLAMA
-from minitrans.pretrained.file_checks import PretrainedError
-from minitrans.pretrained.folder import loaded_bytes, read_folder, write_folder
+from minitrans.files.rules import PretrainedError
+from minitrans.files.model_folder import loaded_bytes, read_folder, write_folder
 from minitrans.pretrained.load import PretrainedInfo, load_pretrained, save_pretrained
 
 __all__ = ["GPT2", "LLAMA", "PretrainedError", "PretrainedInfo", "load_pretrained",

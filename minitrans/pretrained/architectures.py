@@ -30,7 +30,7 @@ leaves out takes the default of Hugging Face's config class.
 
 from minitrans.core import checks
 from minitrans.model.config import ModelConfig
-from minitrans.pretrained.file_checks import PretrainedError, short
+from minitrans.files.rules import PretrainedError, short
 
 GPT2, LLAMA = "GPT2LMHeadModel", "LlamaForCausalLM"
 MODEL_TYPES = {GPT2: "gpt2", LLAMA: "llama"}

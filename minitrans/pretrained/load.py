@@ -25,10 +25,10 @@ from minitrans.data.pretrained_tokenizer import load_tokenizer
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.pretrained.architectures import (MODEL_TYPES, architecture_of,
                                                 check_expressible, hub_config, model_config)
-from minitrans.pretrained.folder import (CONFIG_NAME, check_fits, read_config, read_headers,
+from minitrans.files.model_folder import (CONFIG_NAME, check_fits, read_config, read_headers,
                                          write_folder)
-from minitrans.pretrained.file_checks import PretrainedError, short
-from minitrans.pretrained.safetensors_file import read_safetensors
+from minitrans.files.rules import PretrainedError, short
+from minitrans.files.safetensors_file import read_safetensors
 from minitrans.pretrained.tensor_names import links, match_names, to_hub, to_ours
 
 __all__ = ["PretrainedInfo", "load_pretrained", "save_pretrained"]

@@ -43,8 +43,8 @@ from typing import NamedTuple
 
 from minitrans.core import backend
 from minitrans.pretrained.architectures import GPT2, LLAMA
-from minitrans.pretrained.file_checks import PretrainedError, short
-from minitrans.pretrained.folder import INDEX_NAME
+from minitrans.files.rules import PretrainedError, short
+from minitrans.files.model_folder import INDEX_NAME
 
 PREFIXES = {GPT2: "transformer.", LLAMA: "model."}
 HEAD = "lm_head.weight"

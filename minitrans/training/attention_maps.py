@@ -21,7 +21,7 @@ import dataclasses
 from minitrans import decoding
 from minitrans.core import backend
 from minitrans.data import BOS_ID, EOS_ID, pad
-from minitrans.training.evaluation import evaluating
+from minitrans.training.optimisation.evaluation import evaluating
 
 PANELS = {"seq2seq": ("encoder", "decoder", "cross"), "lm": ("decoder",)}
 

@@ -13,10 +13,10 @@ on, so what depends on the corpus is derived from it:
   trains faster, 128 up to LARGE_CORPUS, 256 above;
 * max_len: the longest pair, with room to spare;
 * when to stop: not after a fixed number of steps but once held-out exact
-  match has not improved for PATIENCE evaluations (``training.stopping``),
+  match has not improved for PATIENCE evaluations (``training.optimisation.stopping``),
   within a budget of STEP_BUDGET steps or MINUTE_BUDGET minutes;
 * what is evaluated and kept: a moving average of the weights
-  (``training.averaging``, AVERAGE_DECAY), as for the lm, numbers and dates
+  (``training.optimisation.averaging``, AVERAGE_DECAY), as for the lm, numbers and dates
   tasks: a plateau is reached sooner and swings less, so patience stops
   the run earlier.
 

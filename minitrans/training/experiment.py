@@ -11,9 +11,10 @@ from minitrans.data.tasks import Task, load_task, task_from_tsv
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
-from minitrans.training import checkpoint, corpus_defaults
-from minitrans.training.parallel import default_workers
-from minitrans.training.records import check_records
+from minitrans.training.run_files import checkpoint
+from minitrans.training import corpus_defaults
+from minitrans.training.optimisation.parallel import default_workers
+from minitrans.training.run_files.records import check_records
 from minitrans.training.trainer import TrainConfig, Trainer
 
 # numbers and dates (the real-language tasks), char level, one setting for
@@ -21,7 +22,7 @@ from minitrans.training.trainer import TrainConfig, Trainer
 # several points between evaluations and numbers needed 4000 steps; half the
 # rate on twice the batch, 2000 (dates: 1250). Held-out exact match then sat
 # near 97% for a thousand steps while Adam's steps wandered (numbers reached
-# 99% at step 1375); a moving average of the weights (training.averaging)
+# 99% at step 1375); a moving average of the weights (training.optimisation.averaging)
 # reached it at 625 (dates: 375 against 750), evaluated every 125 steps on
 # one worker (task_targets.py, on two: numbers 500, dates 375).
 # Read only: every user copies it.

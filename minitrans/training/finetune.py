@@ -31,8 +31,9 @@ import numpy as np
 
 from minitrans.core import backend
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.training import checkpoint, evaluation, trainer_state
-from minitrans.training.optim import Adam
+from minitrans.training.run_files import checkpoint, trainer_state
+from minitrans.training.optimisation import evaluation
+from minitrans.training.optimisation.optim import Adam
 from minitrans.training.trainer import Trainer, TrainingError
 
 HELD_OUT_SHARE = 0.1  # of the blocks, when no held-out text is given

@@ -1,12 +1,12 @@
 """What to train on and how (``TrainConfig``); the model's sizes are in
-``model.config.ModelConfig``, the stopping rules in ``training.stopping``."""
+``model.config.ModelConfig``, the stopping rules in ``training.optimisation.stopping``."""
 
 import dataclasses
 
 from minitrans.core import checks
 from minitrans.data import Tokenizer
 from minitrans.data.bpe import MAX_MERGES
-from minitrans.training.parallel import MAX_WORKERS
+from minitrans.training.optimisation.parallel import MAX_WORKERS
 
 
 
@@ -29,7 +29,7 @@ class TrainConfig:
     clip_norm: float = 1.0  # global gradient norm limit; 0 = no clipping
     weight_decay: float = 0.0  # > 0: AdamW
     # > 0: evaluate, keep and save a moving average of the weights with this
-    # decay (training.averaging); 0: the weights themselves, as the paper trains
+    # decay (training.optimisation.averaging); 0: the weights themselves, as the paper trains
     average_decay: float = 0.0
     eval_every: int = 200
     eval_pairs: int = 1000  # held-out pairs decoded for exact match

@@ -6,14 +6,14 @@ clip the global gradient norm, stop if anything is not finite, update with
 Adam at the scheduled learning rate. Every ``eval_every`` steps: held-out
 loss, token accuracy and exact match (greedy decoding), a checkpoint, and an
 early stop once exact match reaches the target, stops improving or the time
-budget is spent (``training.stopping``). A loss far above its level at step
+budget is spent (``training.optimisation.stopping``). A loss far above its level at step
 1, although finite, stops the run too, and so does a held-out loss far above
-it, before the weights it measured are saved (``training.divergence``): a
+it, before the weights it measured are saved (``training.optimisation.divergence``): a
 diverged state never replaces the last good checkpoint.
 
-While ``fit`` runs it holds the lock of its folder (``training.run_folder``:
+While ``fit`` runs it holds the lock of its folder (``training.run_files.run_folder``:
 a second trainer there is refused), and Ctrl-C saves the checkpoint of the
-last completed step before stopping (``training.interrupt``). The trainer
+last completed step before stopping (``training.run_files.interrupt``). The trainer
 writes where its config's ``out_dir`` says; refusing a folder that holds
 another run's checkpoint is the command line's policy.
 
@@ -30,15 +30,15 @@ import time
 from minitrans.core import backend, checks
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.training import (checkpoint, evaluation, interrupt, run_folder, stopping,
-                                trainer_state)
-from minitrans.training.averaging import WeightAverage
-from minitrans.training.clipping import clip_grad_norm
-from minitrans.training.divergence import divergence, held_out_divergence
-from minitrans.training.optim import Adam
-from minitrans.training.schedule import transformer_lr
-from minitrans.training.parallel import DataParallel
-from minitrans.training.progress import TrainingLine, progress_bar, through
+from minitrans.training.optimisation import evaluation, stopping
+from minitrans.training.run_files import checkpoint, interrupt, run_folder, trainer_state
+from minitrans.training.optimisation.averaging import WeightAverage
+from minitrans.training.optimisation.clipping import clip_grad_norm
+from minitrans.training.optimisation.divergence import divergence, held_out_divergence
+from minitrans.training.optimisation.optim import Adam
+from minitrans.training.optimisation.schedule import transformer_lr
+from minitrans.training.optimisation.parallel import DataParallel
+from minitrans.training.run_files.progress import TrainingLine, progress_bar, through
 from minitrans.training.train_config import TrainConfig  # noqa: F401 (re-exported)
 
 
@@ -56,7 +56,7 @@ class Trainer:
         self.optimizer = Adam(model, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay)
         self.loss_fn = LabelSmoothedCrossEntropy(config.label_smoothing, pad_id=model.config.pad_id)
         self.parallel = DataParallel(model, self.loss_fn, config.workers)
-        # the weights' moving average, which evaluations measure (training.averaging)
+        # the weights' moving average, which evaluations measure (training.optimisation.averaging)
         self.average = WeightAverage(model, config.average_decay) if config.average_decay else None
         self.step = 0
         self.history = {"step": [], "loss": [], "lr": [], "grad_norm": []}
@@ -185,7 +185,7 @@ class Trainer:
 
     def stop_reason(self, minutes):
         """Why the run stops after the evaluation just made, or None
-        (``training.stopping``); ``minutes``: how long this ``fit`` has trained."""
+        (``training.optimisation.stopping``); ``minutes``: how long this ``fit`` has trained."""
         return stopping.stop_reason(self.config, self.evaluations, minutes)
 
     def evaluate_and_save(self, log=None):
@@ -220,7 +220,7 @@ class Trainer:
     def evaluated_model(self):
         """The model that evaluations measure, ``best.npz`` keeps and a user
         decodes with: the weights' moving average where the config asks for
-        one (``average_decay``; ``training.averaging``), else the model."""
+        one (``average_decay``; ``training.optimisation.averaging``), else the model."""
         return self.model if self.average is None else self.average.model
 
     def evaluate(self):
@@ -242,7 +242,7 @@ class Trainer:
 
     def save_plots(self):
         """loss.png and lr.png in the run's folder; returns their paths."""
-        from minitrans.training import plots
+        from minitrans.training.run_files import plots
 
         return plots.save_run_plots(self)
 
@@ -278,7 +278,7 @@ class Trainer:
 
     def save(self, path):
         """Parameters, Adam's moments and step, configs, vocabulary, history
-        (``training.trainer_state``)."""
+        (``training.run_files.trainer_state``)."""
         try:
             trainer_state.save(self, path)
         except OSError as error:  # a full disk, say: the file before is still whole

@@ -31,7 +31,7 @@ from minitrans.core import backend
 from minitrans.core.checks import NonFiniteError
 from minitrans.data import (BPE, DataError, Tokenizer, Vocab, language_tasks, make_seq2seq_batch,
                             read_tsv)
-from minitrans.data.tsv import read_regular_file
+from minitrans.files.tsv import read_regular_file
 from minitrans.data.tasks import load_task, task_from_tsv
 from minitrans.layers.attention import ScaledDotProductAttention
 from minitrans.layers.embedding import Embedding
@@ -47,8 +47,9 @@ from minitrans_course import exercises
 from minitrans_course import path_lengths
 from minitrans.cli.text_input import input_lines
 from minitrans.training import attention_maps, experiment
-from minitrans.training.checkpoint import CheckpointError, load_checkpoint, load_parameters
-from minitrans.training.parallel import DataParallel
+from minitrans.training.run_files.checkpoint import (CheckpointError, load_checkpoint,
+                                                   load_parameters)
+from minitrans.training.optimisation.parallel import DataParallel
 from minitrans.training.trainer import TrainConfig, TrainingError
 from tests.cli.conftest import (TINY, TINY_FLAGS, Files, assert_one_line_error, case, cli, ints,
                                 language_model, model, record, run_cli, train)

@@ -16,7 +16,7 @@ import pytest
 from tests.cli.conftest import Files, case, checkpoint_bytes, cli, record, run_cli, train
 
 from minitrans.training import experiment
-from minitrans.training.checkpoint import CheckpointError, load_checkpoint
+from minitrans.training.run_files.checkpoint import CheckpointError, load_checkpoint
 from tests.library.conftest import assert_names
 
 # ------------------------------------------------------------ hostile archives

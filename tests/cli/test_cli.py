@@ -179,7 +179,7 @@ def test_without_a_terminal_no_bar_but_a_training_line_per_evaluation(tmp_path):
 
 
 def test_a_training_line_sums_up_its_interval():
-    from minitrans.training.progress import TrainingLine
+    from minitrans.training.run_files.progress import TrainingLine
 
     interval = TrainingLine()
     interval.add(2.0, 100, 0.5)

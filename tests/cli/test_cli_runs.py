@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from minitrans.training.checkpoint import load_checkpoint
+from minitrans.training.run_files.checkpoint import load_checkpoint
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--no-progress"]
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.training import attention_maps, evaluation, experiment, plots
+from minitrans.training import attention_maps, experiment
+from minitrans.training.optimisation import evaluation
+from minitrans.training.run_files import plots
 from minitrans.training.trainer import TrainConfig
 from minitrans.cli.main import main
 

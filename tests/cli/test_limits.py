@@ -14,7 +14,7 @@ from minitrans.data import DataError, read_tsv
 from minitrans.model import config as model_config
 from minitrans.model.config import ModelConfig
 from minitrans.cli.text_input import input_lines
-from minitrans.training import records
+from minitrans.training.run_files import records
 
 BASE = ModelConfig.preset("base", vocab_size=37000)
 

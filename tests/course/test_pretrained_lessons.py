@@ -15,7 +15,7 @@ import pytest
 
 import minitrans
 from minitrans.pretrained import architectures
-from minitrans.pretrained.file_checks import PretrainedError
+from minitrans.files.rules import PretrainedError
 from tests.course.lesson_text import LESSONS, ROOT, cells, outputs, prose, table
 
 README = (LESSONS / "README.md").read_text(encoding="utf-8")

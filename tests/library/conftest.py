@@ -8,7 +8,7 @@ import re
 import pytest
 
 from minitrans.gradcheck import check_layer, format_table
-from minitrans.pretrained.file_checks import PretrainedError
+from minitrans.files.rules import PretrainedError
 
 
 def assert_gradcheck(layer, *inputs, **options):

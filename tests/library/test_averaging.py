@@ -10,8 +10,10 @@ import minitrans
 from minitrans.core import backend
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
-from minitrans.training import checkpoint, evaluation, experiment
-from minitrans.training.averaging import WeightAverage, decay_at
+from minitrans.training.run_files import checkpoint
+from minitrans.training.optimisation import evaluation
+from minitrans.training import experiment
+from minitrans.training.optimisation.averaging import WeightAverage, decay_at
 from minitrans.training.finetune import FinetuneTrainer
 from minitrans.training.trainer import TrainConfig, TrainingError
 from tests.conftest import tiny_trainer

@@ -15,10 +15,11 @@ import minitrans
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
-from minitrans.training import checkpoint, experiment
-from minitrans.training.records import check_records
+from minitrans.training.run_files import checkpoint
+from minitrans.training import experiment
+from minitrans.training.run_files.records import check_records
 from minitrans.training.trainer import TrainConfig
-from minitrans.training.checkpoint import (
+from minitrans.training.run_files.checkpoint import (
     CheckpointError,
     load_checkpoint,
     load_parameters,
@@ -461,7 +462,7 @@ def test_a_small_file_cannot_drive_memory_up(tmp_path):
             for _ in range(2**29 // len(chunk)):
                 member.write(chunk)
     assert path.stat().st_size < 2**21
-    code = ("import resource, sys\nfrom minitrans.training import checkpoint\n"
+    code = ("import resource, sys\nfrom minitrans.training.run_files import checkpoint\n"
             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
             "try: checkpoint.load_checkpoint(sys.argv[1])\n"
             "except checkpoint.CheckpointError as error: print(error, file=sys.stderr)\n"

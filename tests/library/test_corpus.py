@@ -10,8 +10,9 @@ import pytest
 from minitrans.data import BPE, UNK_ID, DataError, Tokenizer, learn_subwords, write_tsv
 from minitrans.data import corpus
 from minitrans.data.tasks import task_from_tsv
-from minitrans.training import experiment, records
-from minitrans.training.checkpoint import CheckpointError
+from minitrans.training import experiment
+from minitrans.training.run_files import records
+from minitrans.training.run_files.checkpoint import CheckpointError
 from minitrans.training.trainer import TrainConfig
 from tests.library.conftest import assert_names
 

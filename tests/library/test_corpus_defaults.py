@@ -13,8 +13,9 @@ import pytest
 from minitrans.data import write_tsv
 from minitrans.data.corpus import MERGE_SHARE_PAIRS, merge_floor
 from minitrans.data.tasks import task_from_tsv
-from minitrans.training import corpus_defaults, experiment, stopping
-from minitrans.training.checkpoint import load_checkpoint
+from minitrans.training import corpus_defaults, experiment
+from minitrans.training.optimisation import stopping
+from minitrans.training.run_files.checkpoint import load_checkpoint
 from minitrans.training.trainer import TrainConfig
 from tests.conftest import tiny_trainer
 

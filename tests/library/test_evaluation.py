@@ -7,7 +7,8 @@ import minitrans
 from minitrans.core import backend
 from minitrans.data import UNK_ID
 from minitrans.data.tasks import load_task
-from minitrans.training import attention_maps, evaluation, experiment
+from minitrans.training import attention_maps, experiment
+from minitrans.training.optimisation import evaluation
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
 from minitrans.training import experiment
-from minitrans.training.checkpoint import load_checkpoint
+from minitrans.training.run_files.checkpoint import load_checkpoint
 from minitrans.training.trainer import TrainConfig
 from tests.conftest import warnings_as_errors
 

@@ -1,4 +1,4 @@
-"""Adam on flat arrays (minitrans.training.flat_state): the same numbers as
+"""Adam on flat arrays (minitrans.training.optimisation.flat_state): the same numbers as
 the per-parameter update, bit for bit, and every replaced array followed."""
 
 import copy
@@ -8,7 +8,7 @@ import pytest
 
 import minitrans
 from minitrans.gradcheck import tiny_model
-from minitrans.training.optim import Adam
+from minitrans.training.optimisation.optim import Adam
 
 
 def train(flat, steps=3, block_bytes=64, weight_decay=0.01, between=None):

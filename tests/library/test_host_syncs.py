@@ -15,7 +15,7 @@ import minitrans
 from minitrans.core import backend, checks
 from minitrans.core.host_syncs import count_host_syncs
 from minitrans.decoding import search
-from minitrans.training import optim
+from minitrans.training.optimisation import optim
 from tests.conftest import tiny_trainer
 
 TRAIN_STEP_BUDGET = 5  # src and tgt_in ids, the targets, the loss, the gradient norm

@@ -32,7 +32,8 @@ from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.ops import activations, softmax, sums  # noqa: F401  (the modules of the pairs)
 from minitrans.ops.random_bits import stream_key
 from minitrans.gradcheck import tiny_model
-from minitrans.training import experiment, updates  # noqa: F401
+from minitrans.training import experiment
+from minitrans.training.optimisation import updates  # noqa: F401
 from minitrans.training.trainer import TrainConfig
 from tests.library.conftest import assert_gradcheck, assert_names
 

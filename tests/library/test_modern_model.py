@@ -15,8 +15,9 @@ from minitrans.core import memory_budget
 from minitrans.core.strict import forbid_float64
 from minitrans.gradcheck import layer_cases, tiny_model
 from minitrans.model.config import ModelConfig
-from minitrans.training import experiment, records
-from minitrans.training.optim import Adam
+from minitrans.training import experiment
+from minitrans.training.run_files import records
+from minitrans.training.optimisation.optim import Adam
 from tests.library.conftest import assert_names
 
 LLAMA = dict(norm="rms", positions="rope", activation="swiglu", kv_heads=1, bias=False,

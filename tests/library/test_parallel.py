@@ -14,7 +14,7 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.gradcheck import TOLERANCE, numeric_gradient, relative_error, tiny_model
-from minitrans.training.parallel import DataParallel, replicate, shard_bounds
+from minitrans.training.optimisation.parallel import DataParallel, replicate, shard_bounds
 from minitrans.training.trainer import TrainConfig
 
 VOCAB = 13

@@ -12,10 +12,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from minitrans.pretrained import folder
-from minitrans.pretrained.file_checks import MAX_JSON_BYTES, atomic_file
+from minitrans.files import model_folder as folder
+from minitrans.files.rules import MAX_JSON_BYTES, atomic_file
 from tests.library.conftest import pretrained_refusal as refused
-from minitrans.pretrained.safetensors_file import (MAX_HEADER_BYTES, WRITABLE, read_header,
+from minitrans.files.safetensors_file import (MAX_HEADER_BYTES, WRITABLE, read_header,
                                                    read_safetensors, save_safetensors)
 
 RNG = np.random.default_rng(23)

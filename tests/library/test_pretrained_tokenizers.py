@@ -19,7 +19,7 @@ from minitrans.data import byte_level_bpe
 from minitrans.data.gpt2_tokenizer import GPT2Tokenizer
 from minitrans.data.hf_tokenizer import HFTokenizer
 from minitrans.data.pretrained_tokenizer import load_tokenizer
-from minitrans.data.tokenizer_files import MAX_FILE_BYTES, TokenizerFileError
+from minitrans.files.tokenizer_files import MAX_FILE_BYTES, TokenizerFileError
 from minitrans.data.vocab import DataError
 
 CORPUS = [

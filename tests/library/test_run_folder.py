@@ -15,11 +15,12 @@ import time
 import numpy as np
 import pytest
 
-from minitrans.training import experiment, run_folder
-from minitrans.training.checkpoint import load_checkpoint
-from minitrans.training.divergence import divergence, held_out_divergence
-from minitrans.training.interrupt import TrainingInterrupted
-from minitrans.training.run_folder import FolderInUseError, RunLock
+from minitrans.training import experiment
+from minitrans.training.run_files import run_folder
+from minitrans.training.run_files.checkpoint import load_checkpoint
+from minitrans.training.optimisation.divergence import divergence, held_out_divergence
+from minitrans.training.run_files.interrupt import TrainingInterrupted
+from minitrans.training.run_files.run_folder import FolderInUseError, RunLock
 from minitrans.training.trainer import TrainingError
 from tests.conftest import tiny_trainer
 

@@ -1,9 +1,9 @@
 """Optimisers: Adam (and AdamW) with the paper's settings, and plain SGD.
 They update a model's parameters in place, by name. (Gradient clipping is
-``minitrans.training.clipping``'s, also importable from here.)
+``minitrans.training.optimisation.clipping``'s, also importable from here.)
 
 The update of one parameter, and its equations, are written once, as a pure
-function in ``minitrans.training.updates`` (``adam_update``, ``sgd_update``);
+function in ``minitrans.training.optimisation.updates`` (``adam_update``, ``sgd_update``);
 this module keeps the optimisers' state and schedules the updates: which
 parameters, in which blocks, on which threads."""
 
@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from minitrans.core import backend, checks, kernels
 from minitrans.core.threads import usable_cores
-from minitrans.training.clipping import clip_grad_norm, global_grad_norm  # noqa: F401
-from minitrans.training.flat_state import FlatState
-from minitrans.training.schedule import transformer_lr  # noqa: F401  (its old home)
-from minitrans.training.updates import adam_update, sgd_update
+from minitrans.training.optimisation.clipping import clip_grad_norm, global_grad_norm  # noqa: F401
+from minitrans.training.optimisation.flat_state import FlatState
+from minitrans.training.optimisation.schedule import transformer_lr  # noqa: F401  (its old home)
+from minitrans.training.optimisation.updates import adam_update, sgd_update
 
 
 class Optimizer:
@@ -157,7 +157,7 @@ def block(array, part):
 
 class SGD(Optimizer):
     """Stochastic gradient descent, with optional momentum; its update rule
-    is ``minitrans.training.updates.sgd_update``."""
+    is ``minitrans.training.optimisation.updates.sgd_update``."""
 
     def __init__(self, model, lr=0.1, momentum=0.0, threads=None):
         super().__init__(model, lr, threads)
@@ -189,13 +189,13 @@ class Adam(Optimizer):
     (Loshchilov and Hutter, 2019).
 
     The equations, and why they give every weight a step of about lr, are
-    the docstring of ``minitrans.training.updates.adam_update_reference``,
+    the docstring of ``minitrans.training.optimisation.updates.adam_update_reference``,
     whose code reads as them; each step calls ``adam_update`` on every
     parameter. This class keeps m and v for each parameter (zeros at first)
     and the step count t.
 
     With the fast kernels, a model of at most FLAT_NUMBERS numbers is
-    updated all at once instead (``minitrans.training.flat_state``): its
+    updated all at once instead (``minitrans.training.optimisation.flat_state``): its
     gradients, m and v become views of three flat arrays, and each pass of
     the update runs once over them, the same numbers bit for bit. Beyond
     that size the per-parameter update, in blocks and on threads, is

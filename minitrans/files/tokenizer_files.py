@@ -4,7 +4,7 @@ A model folder is something someone hands you, so nothing in it is trusted:
 a file's size is checked before it is read (``MAX_FILE_BYTES``), text must
 be UTF-8, JSON must be strict (no NaN, no key given twice), and every field
 is checked for its type before it is used. Each problem is one line, a
-``TokenizerFileError`` (a ``DataError``, so a ``ValueError``) that names the
+``FileError`` (a ``ValueError``) that names the
 file and the field:
 
     tokenizer.json: model.merges[7]: 'Ġt' + 'hx' is not in model.vocab
@@ -17,7 +17,7 @@ import json
 import os
 import stat
 
-from minitrans.data.vocab import DataError
+from minitrans.files.rules import FileError
 
 # Llama 3's tokenizer.json is 9 MB and GPT-2's vocab.json 1 MB: 100 MB leaves
 # room for any real tokenizer while refusing a file that would fill memory.
@@ -30,9 +30,7 @@ TYPE_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an int
               bool: "a boolean", float: "a number", type(None): "null"}
 
 
-class TokenizerFileError(DataError):
-    """A tokenizer file that cannot be used: too big, not UTF-8 or JSON, a
-    field missing or of the wrong type, a merge of unknown tokens."""
+TokenizerFileError = FileError  # its name before every file a user hands us raised one error type
 
 
 def read_text(path, max_bytes=MAX_FILE_BYTES):

@@ -2,9 +2,8 @@
 
 import codecs
 import pathlib
-import stat
 
-from minitrans.data.vocab import DataError
+from minitrans.files.rules import FILE_KINDS, FileError
 
 # The largest TSV file read: ten million pairs of sentences fit in it, and
 # it is read whole into memory (as bytes, then as text, then as pairs).
@@ -16,11 +15,6 @@ FOREIGN_BOMS = [
     (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
     (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
 ]
-
-FILE_KINDS = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a named pipe (FIFO)",
-              stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
-              stat.S_ISSOCK: "a socket"}
-
 
 def read_tsv(path):
     """A parallel corpus: one "source<TAB>target" pair per line, UTF-8.
@@ -38,7 +32,7 @@ def read_tsv(path):
     parsed = (_parse_line(path, number, line) for number, line in enumerate(lines, start=1))
     pairs = [pair for pair in parsed if pair is not None]  # None: a blank line
     if not pairs:
-        raise DataError(f"{path}: no source<TAB>target pairs found (the file is empty or blank)")
+        raise FileError(f"{path}: no source<TAB>target pairs found (the file is empty or blank)")
     return pairs
 
 
@@ -51,15 +45,15 @@ def read_regular_file(path, limit=MAX_TSV_BYTES):
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        raise FileError(f"{path}: file not found") from None
     size = info.st_size
     for is_kind, kind in FILE_KINDS.items():
         if is_kind(info.st_mode):
-            raise DataError(f"{path}: is {kind}, expected a TSV file")
+            raise FileError(f"{path}: is {kind}, expected a TSV file")
     with open(path, "rb") as file:
         raw = file.read(limit + 1) if size <= limit else b""
     if size > limit or len(raw) > limit:
-        raise DataError(f"{path}: {max(size, len(raw)):,} bytes, more than the limit of "
+        raise FileError(f"{path}: {max(size, len(raw)):,} bytes, more than the limit of "
                         f"{limit:,} bytes for a TSV file; split it")
     return raw
 
@@ -67,21 +61,21 @@ def read_regular_file(path, limit=MAX_TSV_BYTES):
 def _decode_utf8(path, raw):
     for bom, encoding in FOREIGN_BOMS:
         if raw.startswith(bom):
-            raise DataError(f"{path}: {encoding} (it starts with a {encoding} byte-order mark); "
+            raise FileError(f"{path}: {encoding} (it starts with a {encoding} byte-order mark); "
                             "save the file as UTF-8")
     nul = raw.find(b"\0")
     if nul >= 0:
         if _looks_like_utf16(raw):
-            raise DataError(f"{path}: looks like UTF-16 without a byte-order mark (a NUL byte "
+            raise FileError(f"{path}: looks like UTF-16 without a byte-order mark (a NUL byte "
                             "at every other position); save the file as UTF-8")
         line = raw.count(b"\n", 0, nul) + 1
-        raise DataError(f"{path}, line {line}: a NUL byte (0x00), which text never holds; "
+        raise FileError(f"{path}, line {line}: a NUL byte (0x00), which text never holds; "
                         "is it a binary file?")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         line = raw.count(b"\n", 0, error.start) + 1  # the newlines before the bad byte
-        raise DataError(f"{path}, line {line}: invalid UTF-8 (byte 0x{raw[error.start]:02x}); "
+        raise FileError(f"{path}, line {line}: invalid UTF-8 (byte 0x{raw[error.start]:02x}); "
                         "save the file as UTF-8") from None
     return text.removeprefix("\ufeff")  # a byte-order mark some editors write
 
@@ -106,11 +100,11 @@ def _parse_line(path, number, line):
             if tabs == 0
             else f"{tabs} tabs, expected exactly one"
         )
-        raise DataError(f"{path}, line {number}: {problem}")
+        raise FileError(f"{path}, line {number}: {problem}")
     source, target = (side.strip() for side in line.split("\t"))
     for side, text in (("source", source), ("target", target)):
         if not text:
-            raise DataError(f"{path}, line {number}: empty {side} side")
+            raise FileError(f"{path}, line {number}: empty {side} side")
     return source, target
 
 
@@ -120,7 +114,7 @@ def write_tsv(path, pairs):
     for index, (source, target) in enumerate(pairs):
         for side, text in (("source", source), ("target", target)):
             if not text.strip() or text != text.strip() or "\t" in text or "\n" in text:
-                raise DataError(f"pairs[{index}]: {side} {text!r} must be non-empty, with no tab, "
+                raise FileError(f"pairs[{index}]: {side} {text!r} must be non-empty, with no tab, "
                                 "newline or surrounding whitespace")
         lines.append(f"{source}\t{target}\n")
     with open(path, "w", encoding="utf-8", newline="\n") as file:

@@ -7,7 +7,7 @@ loss history and the held-out evaluations. ``save`` writes them, ``restore`` loa
 trainer whose model has the same shapes, so that training goes on as if it
 had never stopped.
 
-A run that keeps a moving average of its weights (``training.averaging``)
+A run that keeps a moving average of its weights (``training.optimisation.averaging``)
 saves the average as ``param/NAME``: it is the model that the run's
 evaluations measured and that every reader of a checkpoint should use. The
 weights the optimiser updates are saved beside it as ``optim/weights/NAME``,
@@ -17,7 +17,7 @@ the rest of the optimiser's state, so that a resumed run goes on from them.
 import dataclasses
 
 from minitrans.core import backend
-from minitrans.training import checkpoint
+from minitrans.training.run_files import checkpoint
 
 ADAM_MOMENTS = ("optim/m/", "optim/v/")  # one of each for every parameter
 WEIGHTS = "optim/weights/"  # the optimised weights, where param/ holds their average

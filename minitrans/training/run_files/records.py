@@ -20,7 +20,7 @@ from minitrans.data.tasks import KINDS
 from minitrans.data.tokenizer import LEVELS
 from minitrans.data.vocab import SPECIAL_TOKENS, Vocab
 from minitrans.model.config import LIMITS, ModelConfig
-from minitrans.training import untrusted
+from minitrans.files import checkpoint_file as untrusted
 from minitrans.data.bpe import MAX_MERGES
 from minitrans.training.trainer import TrainConfig
 

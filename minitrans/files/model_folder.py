@@ -35,9 +35,9 @@ import json
 import os
 
 from minitrans.core import backend, memory_budget
-from minitrans.pretrained.file_checks import (PretrainedError, atomic_file, parse_json_object,
+from minitrans.files.rules import (PretrainedError, atomic_file, parse_json_object,
                                               read_json_file, short)
-from minitrans.pretrained.safetensors_file import read_header, read_safetensors, save_safetensors
+from minitrans.files.safetensors_file import read_header, read_safetensors, save_safetensors
 
 __all__ = ["PretrainedError", "check_fits", "loaded_bytes", "read_config", "read_folder",
            "read_headers", "write_folder"]

@@ -38,9 +38,9 @@ import zipfile
 import numpy as np
 
 from minitrans.core import backend, checks
-from minitrans.data.tsv import FILE_KINDS
-from minitrans.training import untrusted
-from minitrans.training.untrusted import CheckpointError  # callers find it here too
+from minitrans.files.rules import FILE_KINDS
+from minitrans.files import checkpoint_file as untrusted
+from minitrans.files.checkpoint_file import CheckpointError  # callers find it here too
 
 FORMAT = "minitrans-checkpoint-1"  # the file's marker, the same in every version
 FORMAT_VERSION = 3

@@ -4,7 +4,7 @@ This module is where the update rules are written, once: SGD's in
 ``sgd_update``, Adam's in ``adam_update_reference``, whose code reads as the
 equations of its docstring. Each function updates ``param`` (and its
 optimiser state) in place, from ``grad``; the optimisers of
-``minitrans.training.optim`` keep that state and decide which parameters,
+``minitrans.training.optimisation.optim`` keep that state and decide which parameters,
 in which blocks and on which threads, and compute no update of their own.
 ``adam_update`` is a kernel pair (``minitrans.core.kernels``): the
 reference, and a fast version that computes the same numbers in place, in

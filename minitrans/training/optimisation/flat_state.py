@@ -26,7 +26,7 @@ from the current values.
 import itertools
 
 from minitrans.core import backend
-from minitrans.training.updates import adam_step, apply_adam_step
+from minitrans.training.optimisation.updates import adam_step, apply_adam_step
 
 
 class FlatState:

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from minitrans.core import backend, checks
-from minitrans.pretrained.file_checks import (JSON_KINDS, MAX_JSON_BYTES,
+from minitrans.files.rules import (JSON_KINDS, MAX_JSON_BYTES,
                                               PretrainedError, atomic_file,
                                               parse_json_object, regular_file_size, short)
 

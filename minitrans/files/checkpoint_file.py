@@ -19,9 +19,10 @@ import zipfile
 
 import numpy as np
 
+from minitrans.files.rules import MAX_RECORD_CHARS, FileError, parse_json  # noqa: F401
 
-class CheckpointError(ValueError):
-    """A file that is not a usable minitrans checkpoint."""
+
+CheckpointError = FileError  # its name before every file a user hands us raised one error type
 
 
 # What zipfile and np.lib.format raise on a damaged or hostile archive: a
@@ -50,8 +51,6 @@ def read_members(path):
         ) from None
 
 
-MAX_RECORD_CHARS = 2**24  # one JSON record (history of about 200,000 steps)
-MAX_JSON_DEPTH = 8  # the records nest two deep (evaluations: a list of objects)
 ARRAY_PREFIXES = ("param/", "optim/")
 NUMERIC_KINDS = "biuf"  # booleans, integers, floats: no objects, strings or records
 # General-purpose flag bits of a zip member that zipfile cannot read past.
@@ -162,46 +161,3 @@ def _record_text(where, array):
         return raw.decode("utf-32-le").rstrip("\0")
     except UnicodeDecodeError as error:
         raise CheckpointError(f"{where} holds {error.reason}, expected Unicode text") from None
-
-
-def parse_json(path, what, text):
-    """``json.loads`` for untrusted text: at most MAX_RECORD_CHARS characters
-    and MAX_JSON_DEPTH levels of nesting, strict JSON but for Infinity (no NaN);
-    anything else is a CheckpointError naming ``path`` and ``what``."""
-    if not isinstance(text, str) or len(text) > MAX_RECORD_CHARS:
-        raise CheckpointError(f"{path}: {what} is not a JSON text of at most "
-                              f"{MAX_RECORD_CHARS} characters")
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        value = None
-        depth = MAX_JSON_DEPTH + 1
-    except ValueError as error:
-        raise CheckpointError(f"{path}: {what} is not valid JSON ({error})") from None
-    else:
-        depth = _depth(value)
-    if depth > MAX_JSON_DEPTH:
-        raise CheckpointError(
-            f"{path}: {what} nests deeper than {MAX_JSON_DEPTH} levels of JSON"
-        )
-    return value
-
-
-def _refuse_constant(name):
-    """Infinity may stand (an early-stop target that never stops); NaN may not."""
-    if name == "NaN":
-        raise ValueError("NaN is not a number a checkpoint may hold")
-    return float(name)
-
-
-def _depth(value):
-    """How many lists and objects nest in ``value`` (0 for a number, 1 for
-    [1, 2]), counted without recursion and only up to one past the limit."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        value, outer = stack.pop()
-        if isinstance(value, (dict, list)) and outer <= MAX_JSON_DEPTH:
-            deepest = max(deepest, outer + 1)
-            children = value.values() if isinstance(value, dict) else value
-            stack.extend((child, outer + 1) for child in children)
-    return deepest
