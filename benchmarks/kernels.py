@@ -46,8 +46,9 @@ from minitrans.model.config import ModelConfig
 from minitrans.model.transformer import Transformer
 from minitrans.ops import activations, softmax, sums  # noqa: F401
 from minitrans.ops.random_bits import stream_key
-from minitrans.training.optimisation.optim import Adam, block
-from minitrans.training.optimisation import updates  # noqa: F401
+from minitrans.training.optimisation import adam  # noqa: F401  (the module of the adam_update pair)
+from minitrans.training.optimisation.adam import Adam
+from minitrans.training.optimisation.optimizer import block
 
 from harness import machine, results
 from harness.code_choices import CHOICES

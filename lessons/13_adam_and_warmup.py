@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitrans
-from minitrans.training.optimisation.optim import global_grad_norm
+from minitrans.training.optimisation.clipping import global_grad_norm
 
 minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
 
@@ -49,16 +49,16 @@ np.set_printoptions(precision=6, suppress=True)
 #
 # In minitrans the update of one parameter is a pure function,
 # `adam_update(param, grad, m, v, t, lr, betas, eps)` in
-# `minitrans/training/optimisation/updates.py`. Its reference version reads as the
-# equations above, $\hat m$ and $\hat v$ included; `minitrans.Adam` only
+# `minitrans/training/optimisation/adam.py`. Its reference version reads as the
+# equations above, $\hat m$ and $\hat v$ included; `minitrans.Adam`, beside it, only
 # decides which parameters to update, in which blocks and on which threads
-# (`minitrans/training/optimisation/optim.py`). By default it runs the fast twin,
+# (with `minitrans/training/optimisation/optimizer.py`). By default it runs the fast twin,
 # `adam_update_fast`, the same numbers computed in place in one scratch array.
 
 # %%
 import inspect
 
-from minitrans.training.optimisation.updates import adam_update_reference
+from minitrans.training.optimisation.adam import adam_update_reference
 
 print(inspect.getsource(adam_update_reference))
 

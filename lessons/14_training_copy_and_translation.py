@@ -63,7 +63,7 @@ from minitrans import decoding
 from minitrans.ops.softmax import log_softmax
 from minitrans.training import attention_maps, experiment
 from minitrans.training.optimisation import evaluation
-from minitrans.training.optimisation.optim import transformer_lr
+from minitrans.training.optimisation.schedule import transformer_lr
 
 minitrans.use(kernels="fast")  # two trainings of hundreds of steps: the fast kernels (lesson 1)
 # tqdm's notice; we use no progress bar

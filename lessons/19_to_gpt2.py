@@ -43,7 +43,9 @@ from minitrans.core import memory_budget
 from minitrans.data import BOS_ID, EOS_ID, Vocab, pad, toy_language
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.ops.activations import gelu
-from minitrans.training.optimisation.optim import Adam, clip_grad_norm, transformer_lr
+from minitrans.training.optimisation.adam import Adam
+from minitrans.training.optimisation.clipping import clip_grad_norm
+from minitrans.training.optimisation.schedule import transformer_lr
 
 minitrans.use(kernels="reference")  # the kernels that read as the equations (lesson 1)
 

@@ -56,7 +56,8 @@ from minitrans.model.transformer import Transformer
 from minitrans.ops.masks import causal_mask, decoder_mask, padding_mask
 from minitrans.gradcheck import check_layer
 from minitrans.training.optimisation.clipping import clip_grad_norm
-from minitrans.training.optimisation.optim import SGD, Adam
+from minitrans.training.optimisation.adam import Adam
+from minitrans.training.optimisation.sgd import SGD
 from minitrans.training.optimisation.schedule import transformer_lr
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

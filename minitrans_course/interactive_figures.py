@@ -19,7 +19,7 @@ from minitrans.layers.positional import sinusoidal_table
 from minitrans.ops.softmax import softmax
 from minitrans_course.interactive import SliderFigure, rounded
 from minitrans.training.attention_maps import decode_and_attend
-from minitrans.training.optimisation.optim import transformer_lr
+from minitrans.training.optimisation.schedule import transformer_lr
 
 TEMPERATURES = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 

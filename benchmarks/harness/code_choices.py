@@ -8,7 +8,7 @@ threads): the setup makes the arrays, both statements run on them.
 
 SCORES = ("import numpy as np; "
           "z = np.random.default_rng(0).standard_normal((32, 8, 64, 64)).astype(np.float32)")
-ADAM = ("import numpy as np; from minitrans.training.optimisation.updates import adam_update as u; "
+ADAM = ("import numpy as np; from minitrans.training.optimisation.adam import adam_update as u; "
         "n = 15_000_000; p, g, m, v = (np.full(n, 1e-3, np.float32) for _ in range(4)); "
         "b = 2**17")
 ROWS_INTO_TABLE = ("import numpy as np; V, N, d = 64, 2048, 256; rng = np.random.default_rng(0); "
@@ -25,7 +25,7 @@ CHOICES = [
     ("minitrans/ops/softmax.py",
      "the scores' shift: a maximum per row of 64 keys, or per (64, 64) block", SCORES,
      "z.max(axis=-1, keepdims=True)", "z.max(axis=(-2, -1), keepdims=True)", None),
-    ("minitrans/training/optimisation/optim.py",
+    ("minitrans/training/optimisation/optimizer.py",
      "Adam on 15 million float32 parameters: one array whole, or in blocks of 512 KB", ADAM,
      ADAM_CALL.format("p", "g", "m", "v"),
      "for s in range(0, n, b): " + ADAM_CALL.format(

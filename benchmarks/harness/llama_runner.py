@@ -113,7 +113,7 @@ class MinitransLlamaRunner(MinitransRunner):
         import minitrans
         from minitrans.layers.loss import LabelSmoothedCrossEntropy
         from minitrans.model.language_model import DecoderOnlyLM
-        from minitrans.training.optimisation.optim import Adam
+        from minitrans.training.optimisation.adam import Adam
         from minitrans.training.optimisation.parallel import DataParallel
 
         minitrans.use("cupy" if device == "gpu" else "numpy", dtype="float32")

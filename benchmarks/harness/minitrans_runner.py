@@ -19,7 +19,7 @@ class MinitransRunner:
         import minitrans
         from minitrans.layers.loss import LabelSmoothedCrossEntropy
         from minitrans.model.transformer import Transformer
-        from minitrans.training.optimisation.optim import Adam
+        from minitrans.training.optimisation.adam import Adam
         from minitrans.training.optimisation.parallel import DataParallel
 
         minitrans.use("cupy" if device == "gpu" else "numpy", dtype="float32")

@@ -7,9 +7,10 @@ starting where the previous one's inputs ended: the model reads its first
 text is a target once. No padding (a loaded model has ``pad_id=None``):
 every block is full, and the tokens after the last full block are dropped.
 
-``FinetuneTrainer`` is the ``Trainer`` (the same step: forward, backward by
+``FinetuneTrainer`` is the ``Trainer`` (the same loop: forward, backward by
 hand, clipped gradient, Adam; the same checkpoints, atomic, every
-``eval_every`` steps) with what fine-tuning changes:
+``eval_every`` steps) given ``FineTuningRecipe``, what fine-tuning changes
+(``training.recipe``):
 
     learning rate   a constant ``lr`` after a linear warm-up of ``warmup``
                     steps (the paper's schedule is for training from scratch)
@@ -18,25 +19,26 @@ hand, clipped gradient, Adam; the same checkpoints, atomic, every
     evaluation      the held-out loss, mean over every held-out target token
                     (there is no answer to match exactly); ``best.npz`` keeps
                     the lowest
+    stopping        only the time budget, ``max_minutes``
     checkpoint      the Trainer's arrays and records, the task's record
                     naming the pretrained folder and the block size; it holds
                     no vocabulary, so ``--resume`` and ``translate`` refuse it
 """
 
 import dataclasses
-import math
 from typing import NamedTuple
 
 import numpy as np
 
 from minitrans.core import backend
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.training.run_files import checkpoint, trainer_state
 from minitrans.training.optimisation import evaluation
-from minitrans.training.optimisation.optim import Adam
-from minitrans.training.trainer import Trainer, TrainingError
+from minitrans.training.optimisation.adam import Adam
+from minitrans.training.run_files import checkpoint
+from minitrans.training.trainer import Trainer
 
 HELD_OUT_SHARE = 0.1  # of the blocks, when no held-out text is given
+EVAL_BATCH = 16  # held-out blocks per forward pass of an evaluation
 
 
 class Batch(NamedTuple):
@@ -103,8 +105,73 @@ def _encode(tokenizer, text):
     return tokenizer.encode(text)
 
 
+class FineTuningRecipe:
+    """What fine-tuning changes in the Trainer's run (see the module's
+    docstring; the methods are those of ``training.recipe``). ``lr``: the
+    learning rate after warm-up; ``source``: a dict recorded in the
+    checkpoint's task record (the pretrained folder, its architecture)."""
+
+    def __init__(self, lr, source=None):
+        self.lr = float(lr)
+        self.source = dict(source or {})
+
+    def optimizer(self, model, config):
+        return Adam(model, betas=(0.9, 0.999), eps=1e-8, weight_decay=config.weight_decay)
+
+    def learning_rate(self, step, model, config):
+        return self.lr * min(1.0, step / config.warmup)
+
+    def held_out(self, task, config):
+        return task.valid
+
+    def teacher_forced_metrics(self, model, task, config):
+        """{"loss": mean cross-entropy over every held-out target token}."""
+        total = count = 0.0
+        loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=None)
+        with evaluation.evaluating(model):
+            for start in range(0, len(task.valid), EVAL_BATCH):
+                batch = task.make_batch(task.valid[start:start + EVAL_BATCH])
+                logits = model.forward(batch.tgt_in)
+                total += float(loss_fn.forward(logits, batch.tgt_out)) * batch.num_tokens
+                count += batch.num_tokens
+        return {"loss": total / max(count, 1.0)}
+
+    def evaluate(self, model, task, config):
+        return {"blocks": len(task.valid), **self.teacher_forced_metrics(model, task, config)}
+
+    def describe(self, metrics, task):
+        return (f"held-out loss {metrics['loss']:.4f} ({metrics['blocks']} blocks of "
+                f"{task.block_size} tokens)")
+
+    def best(self, evaluations):
+        """The earliest evaluation of lowest held-out loss, or None before the first."""
+        return min(evaluations, key=lambda e: e["loss"], default=None)
+
+    def stop_reason(self, config, evaluations, minutes):
+        if config.max_minutes is not None and minutes >= config.max_minutes:
+            return f"the time budget of {config.max_minutes:g} minutes is spent, stopping"
+        return None
+
+    def records(self, trainer):
+        """The checkpoint's records: those of a run from scratch but the
+        vocabulary, the task's naming the pretrained folder and block size."""
+        return {
+            "model_config": trainer.model.config.to_dict(),
+            "train_config": dataclasses.asdict(trainer.config),
+            "task": {"name": trainer.task.name, "kind": trainer.task.kind,
+                     "block_size": trainer.task.block_size, "lr": self.lr, **self.source},
+            "step": trainer.step,
+            "optimizer_step": trainer.optimizer.step_count,
+            "rng": {"seed": trainer.config.seed, "step": trainer.step,
+                    "rule": "numpy default_rng([seed, epoch])"},
+            "history": trainer.history,
+            "evaluations": trainer.evaluations,
+        }
+
+
 class FinetuneTrainer(Trainer):
-    """The Trainer of a loaded model on a TextBlocks (see the module's docstring).
+    """The Trainer of a loaded model on a TextBlocks, by ``FineTuningRecipe(lr,
+    source)`` (see the module's docstring).
 
     ``config``: a TrainConfig (steps, batch_size, warmup, eval_every, seed,
     workers, max_minutes, out_dir; label_smoothing 0); ``lr``: the learning
@@ -116,82 +183,7 @@ class FinetuneTrainer(Trainer):
             raise ValueError(f"average_decay: a fine-tuning run keeps no moving average of the "
                              f"weights, expected 0, got {config.average_decay!r}")
         config = dataclasses.replace(config, label_smoothing=0.0)  # before the loss is made
-        super().__init__(model, task, config, **options)
-        self.lr = float(lr)
-        self.source = dict(source or {})
-        self.optimizer = Adam(model, betas=(0.9, 0.999), eps=1e-8,
-                              weight_decay=config.weight_decay)
-
-    def learning_rate(self, step):
-        return self.lr * min(1.0, step / self.config.warmup)
-
-    def held_out_pairs(self):
-        return self.task.valid
-
-    def teacher_forced_metrics(self, batch_size=16):
-        """{"loss": mean cross-entropy over every held-out target token}."""
-        total = count = 0.0
-        loss_fn = LabelSmoothedCrossEntropy(0.0, pad_id=None)
-        with evaluation.evaluating(self.model):
-            for start in range(0, len(self.task.valid), batch_size):
-                batch = self.task.make_batch(self.task.valid[start:start + batch_size])
-                logits = self.model.forward(batch.tgt_in)
-                total += float(loss_fn.forward(logits, batch.tgt_out)) * batch.num_tokens
-                count += batch.num_tokens
-        return {"loss": total / max(count, 1.0)}
-
-    def evaluate(self):
-        return {"step": self.step, "blocks": len(self.task.valid), **self.teacher_forced_metrics()}
-
-    def evaluate_and_save(self, log=None):
-        """Evaluate, save the checkpoint, and ``best.npz`` when the held-out
-        loss is below every earlier evaluation's."""
-        metrics = self.evaluate()
-        if not math.isfinite(metrics["loss"]):
-            raise TrainingError(f"step {self.step}: the held-out loss is not finite; training "
-                                f"stopped and this state not saved, {self._last_good()}")
-        self._refuse_diverged(metrics["loss"])
-        best = min((e["loss"] for e in self.evaluations), default=math.inf)
-        self.evaluations.append(metrics)
-        (log or self.log)(f"step {self.step}: held-out loss {metrics['loss']:.4f} "
-                          f"({metrics['blocks']} blocks of {self.task.block_size} tokens)")
-        self.save(self.checkpoint_path)
-        if metrics["loss"] < best:
-            self.save(self.best_checkpoint_path())
-        return metrics
-
-    def best_evaluation(self):
-        """The evaluation ``best.npz`` holds: the earliest of lowest held-out loss."""
-        return min(self.evaluations, key=lambda e: e["loss"], default=None)
-
-    def stop_reason(self, minutes):
-        if self.config.max_minutes is not None and minutes >= self.config.max_minutes:
-            return f"the time budget of {self.config.max_minutes:g} minutes is spent, stopping"
-        return None
-
-    def save(self, path):
-        """The Trainer's arrays (parameters, Adam's moments) with this run's
-        records, written atomically."""
-        records = {
-            "model_config": self.model.config.to_dict(),
-            "train_config": dataclasses.asdict(self.config),
-            "task": {"name": self.task.name, "kind": self.task.kind,
-                     "block_size": self.task.block_size, "lr": self.lr, **self.source},
-            "step": self.step,
-            "optimizer_step": self.optimizer.step_count,
-            "rng": {"seed": self.config.seed, "step": self.step,
-                    "rule": "numpy default_rng([seed, epoch])"},
-            "history": self.history,
-            "evaluations": self.evaluations,
-        }
-        try:
-            checkpoint.save_checkpoint(path, trainer_state.arrays_of(self), records)
-        except OSError as error:
-            reason = error.strerror or str(error)
-            raise TrainingError(f"step {self.step}: could not write {path}: {reason}; "
-                                f"training stopped, {self._last_good()}") from None
-        if path == self.checkpoint_path:
-            self.last_good = path
+        super().__init__(model, task, config, recipe=FineTuningRecipe(lr, source), **options)
 
     def load_best(self):
         """Put the parameters of ``best.npz`` into the model (after ``fit``)."""

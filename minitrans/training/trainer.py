@@ -1,15 +1,21 @@
-"""Training: Adam with the paper's schedule, evaluation, checkpoints, resume.
+"""The training loop, one for every run: steps, evaluations, checkpoints, resume.
 
 One step: take the step's batch, forward, label-smoothed loss, backward (on
-the CPU each half of the batch on a thread of its own: ``minitrans.parallel``),
-clip the global gradient norm, stop if anything is not finite, update with
-Adam at the scheduled learning rate. Every ``eval_every`` steps: held-out
-loss, token accuracy and exact match (greedy decoding), a checkpoint, and an
-early stop once exact match reaches the target, stops improving or the time
-budget is spent (``training.optimisation.stopping``). A loss far above its level at step
-1, although finite, stops the run too, and so does a held-out loss far above
-it, before the weights it measured are saved (``training.optimisation.divergence``): a
+the CPU each half of the batch on a thread of its own:
+``training.optimisation.parallel``), clip the global gradient norm, stop if
+anything is not finite, update with the optimiser at the scheduled learning
+rate. Every ``eval_every`` steps: the held-out evaluation, a checkpoint (and
+``best.npz`` when the evaluation is the best so far), and an early stop
+where the run's rules say. A loss far above its level at step 1, although
+finite, stops the run too, and so does a held-out loss far above it, before
+the weights it measured are saved (``training.optimisation.divergence``): a
 diverged state never replaces the last good checkpoint.
+
+Which optimiser and schedule, what an evaluation measures, which one is
+best, when to stop and what the checkpoint records are the run's recipe
+(``training.recipe``): by default the paper's (Adam with its warm-up
+schedule, held-out exact match, ``training.optimisation.stopping``);
+fine-tuning gives its own (``training.finetune``).
 
 While ``fit`` runs it holds the lock of its folder (``training.run_files.run_folder``:
 a second trainer there is refused), and Ctrl-C saves the checkpoint of the
@@ -30,14 +36,13 @@ import time
 from minitrans.core import backend, checks
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
-from minitrans.training.optimisation import evaluation, stopping
-from minitrans.training.run_files import checkpoint, interrupt, run_folder, trainer_state
+from minitrans.training.optimisation import evaluation
 from minitrans.training.optimisation.averaging import WeightAverage
 from minitrans.training.optimisation.clipping import clip_grad_norm
 from minitrans.training.optimisation.divergence import divergence, held_out_divergence
-from minitrans.training.optimisation.optim import Adam
-from minitrans.training.optimisation.schedule import transformer_lr
 from minitrans.training.optimisation.parallel import DataParallel
+from minitrans.training.recipe import PaperRecipe
+from minitrans.training.run_files import checkpoint, interrupt, run_folder, trainer_checkpoint
 from minitrans.training.run_files.progress import TrainingLine, progress_bar, through
 from minitrans.training.train_config import TrainConfig  # noqa: F401 (re-exported)
 
@@ -48,12 +53,14 @@ class TrainingError(RuntimeError):
 
 
 class Trainer:
-    """Trains ``model`` on ``task`` as ``config`` says; ``fit()`` runs it."""
+    """Trains ``model`` on ``task`` as ``config`` says, by ``recipe`` (default:
+    the paper's, ``training.recipe.PaperRecipe``); ``fit()`` runs it."""
 
-    def __init__(self, model, task, config, log=print, progress=True):
+    def __init__(self, model, task, config, log=print, progress=True, recipe=None):
         self.model, self.task, self.config = model, task, config
         self.log, self.progress = log, progress
-        self.optimizer = Adam(model, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay)
+        self.recipe = PaperRecipe() if recipe is None else recipe
+        self.optimizer = self.recipe.optimizer(model, config)
         self.loss_fn = LabelSmoothedCrossEntropy(config.label_smoothing, pad_id=model.config.pad_id)
         self.parallel = DataParallel(model, self.loss_fn, config.workers)
         # the weights' moving average, which evaluations measure (training.optimisation.averaging)
@@ -67,9 +74,8 @@ class Trainer:
     # ------------------------------------------------------------ one step
 
     def learning_rate(self, step):
-        return transformer_lr(
-            step, self.model.config.d_model, self.config.warmup, self.config.lr_factor
-        )
+        """The learning rate of ``step`` (1, 2, ...), by the recipe."""
+        return self.recipe.learning_rate(step, self.model, self.config)
 
     def batch_pairs(self, step):
         """The training pairs of ``step``: epoch after epoch, each a fresh
@@ -184,25 +190,20 @@ class Trainer:
         return last
 
     def stop_reason(self, minutes):
-        """Why the run stops after the evaluation just made, or None
-        (``training.optimisation.stopping``); ``minutes``: how long this ``fit`` has trained."""
-        return stopping.stop_reason(self.config, self.evaluations, minutes)
+        """Why the run stops after the evaluation just made, or None (by the
+        recipe); ``minutes``: how long this ``fit`` has trained."""
+        return self.recipe.stop_reason(self.config, self.evaluations, minutes)
 
     def evaluate_and_save(self, log=None):
         """Evaluate, save the checkpoint, and save it as ``best.npz`` too when
-        its held-out exact match beats every earlier evaluation's (a tie keeps
-        the earlier one: fewer steps, same score)."""
+        the evaluation is the best so far (the recipe's ``best``: of equals,
+        the earlier one is kept, fewer steps for the same score)."""
         metrics = self.evaluate()
         self._refuse_diverged(metrics["loss"])  # before anything is saved
-        best = max((e["exact_match"] for e in self.evaluations), default=-1.0)
         self.evaluations.append(metrics)
-        (log or self.log)(
-            f"step {self.step}: held-out loss {metrics['loss']:.4f}, token accuracy "
-            f"{metrics['token_accuracy']:.1%}, exact match {metrics['exact_match']:.1%} "
-            f"({metrics['pairs']} pairs)"
-        )
+        (log or self.log)(f"step {self.step}: {self.recipe.describe(metrics, self.task)}")
         self.save(self.checkpoint_path)
-        if metrics["exact_match"] > best:
+        if self.best_evaluation() is metrics:
             self.save(self.best_checkpoint_path())
         return metrics
 
@@ -212,9 +213,9 @@ class Trainer:
         return os.path.join(os.path.dirname(self.checkpoint_path), "best.npz")
 
     def best_evaluation(self):
-        """The evaluation that ``best.npz`` holds (the earliest of the highest
-        exact match), or None before the first."""
-        return max(self.evaluations, key=lambda e: e["exact_match"], default=None)
+        """The evaluation that ``best.npz`` holds (the recipe's ``best``), or
+        None before the first."""
+        return self.recipe.best(self.evaluations)
 
     @property
     def evaluated_model(self):
@@ -224,21 +225,19 @@ class Trainer:
         return self.model if self.average is None else self.average.model
 
     def evaluate(self):
-        pairs = self.held_out_pairs()
-        metrics = self.teacher_forced_metrics()
-        metrics["exact_match"], _ = evaluation.exact_match(self.evaluated_model, self.task, pairs)
-        return {"step": self.step, "pairs": len(pairs), **metrics}
+        """The held-out metrics of the evaluated model at this step (a dict)."""
+        return {"step": self.step,
+                **self.recipe.evaluate(self.evaluated_model, self.task, self.config)}
 
     def held_out_pairs(self):
-        """The held-out pairs an evaluation measures."""
-        return self.task.valid[: self.config.eval_pairs]
+        """The held-out examples an evaluation measures."""
+        return self.recipe.held_out(self.task, self.config)
 
     def teacher_forced_metrics(self, model=None):
-        """Held-out loss and token accuracy (``evaluation.teacher_forced_metrics``)
-        of ``model``, by default the evaluated one."""
+        """Held-out metrics by teacher forcing, "loss" among them, of
+        ``model``, by default the evaluated one."""
         model = self.evaluated_model if model is None else model
-        return evaluation.teacher_forced_metrics(model, self.task, self.held_out_pairs(),
-                                                 label_smoothing=self.config.label_smoothing)
+        return self.recipe.teacher_forced_metrics(model, self.task, self.config)
 
     def save_plots(self):
         """loss.png and lr.png in the run's folder; returns their paths."""
@@ -277,10 +276,10 @@ class Trainer:
     # ------------------------------------------------------------ checkpoints
 
     def save(self, path):
-        """Parameters, Adam's moments and step, configs, vocabulary, history
-        (``training.run_files.trainer_state``)."""
+        """Parameters, Adam's moments and step, and the recipe's records
+        (configs, vocabulary, history: ``training.run_files.trainer_checkpoint``)."""
         try:
-            trainer_state.save(self, path)
+            trainer_checkpoint.save(self, path, self.recipe.records(self))
         except OSError as error:  # a full disk, say: the file before is still whole
             reason = error.strerror or str(error)
             raise TrainingError(f"step {self.step}: could not write {path}: {reason}; "
@@ -290,4 +289,4 @@ class Trainer:
 
     def restore(self, path, arrays, records):
         """Load what ``save`` wrote into this trainer (same model shapes)."""
-        trainer_state.restore(self, path, arrays, records)
+        trainer_checkpoint.restore(self, path, arrays, records)

@@ -74,8 +74,8 @@ def test_the_references_agree_with_minitrans():
     """The references are worked out by hand, the same numbers as minitrans's
     adam_update, transformer_lr and clip_grad_norm conventions."""
     from minitrans.core import backend
-    from minitrans.training.optimisation.optim import transformer_lr
-    from minitrans.training.optimisation.updates import adam_update_reference
+    from minitrans.training.optimisation.schedule import transformer_lr
+    from minitrans.training.optimisation.adam import adam_update_reference
 
     rng = np.random.default_rng(0)
     w, g, m, v = (rng.standard_normal(5) for _ in range(4))

@@ -15,7 +15,7 @@ from minitrans.layers.positional import sinusoidal_table
 from minitrans.ops.softmax import softmax
 from minitrans_course import interactive_figures as figures
 from minitrans_course.interactive import SliderFigure
-from minitrans.training.optimisation.optim import transformer_lr
+from minitrans.training.optimisation.schedule import transformer_lr
 
 LOGITS = [2.0, 1.0, 0.5, 0.0, -1.0]
 

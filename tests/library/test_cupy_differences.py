@@ -15,7 +15,7 @@ from minitrans.layers.add_norm import AddNorm
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.module import Module
 from minitrans.ops import random_bits, softmax
-from minitrans.training.optimisation.optim import Adam
+from minitrans.training.optimisation.adam import Adam
 from tests.conftest import tiny_trainer
 
 

@@ -64,7 +64,8 @@ def test_a_float32_training_step_and_decoding_never_make_a_float64_array(decoder
     from minitrans import decoding
     from minitrans.core.strict import forbid_float64
     from minitrans.gradcheck import tiny_model
-    from minitrans.training.optimisation.optim import Adam, clip_grad_norm
+    from minitrans.training.optimisation.adam import Adam
+    from minitrans.training.optimisation.clipping import clip_grad_norm
 
     with minitrans.using("strict", dtype="float32"):
         whole, batch = tiny_model(decoder_only=decoder_only, seed=3)

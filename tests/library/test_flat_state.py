@@ -8,7 +8,7 @@ import pytest
 
 import minitrans
 from minitrans.gradcheck import tiny_model
-from minitrans.training.optimisation.optim import Adam
+from minitrans.training.optimisation.adam import Adam
 
 
 def train(flat, steps=3, block_bytes=64, weight_decay=0.01, between=None):

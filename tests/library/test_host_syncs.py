@@ -15,7 +15,7 @@ import minitrans
 from minitrans.core import backend, checks
 from minitrans.core.host_syncs import count_host_syncs
 from minitrans.decoding import search
-from minitrans.training.optimisation import optim
+from minitrans.training.optimisation import clipping
 from tests.conftest import tiny_trainer
 
 TRAIN_STEP_BUDGET = 5  # src and tgt_in ids, the targets, the loss, the gradient norm
@@ -88,7 +88,7 @@ def test_the_gradient_norm_waits_once_for_all_parameters(strict, tmp_path):
     trainer.train_step()
     parameters = len(list(trainer.model.named_parameters()))
     with count_host_syncs() as syncs:
-        norm = optim.global_grad_norm(trainer.model)
+        norm = clipping.global_grad_norm(trainer.model)
     assert parameters > 10 and syncs.count == 1, _explain(syncs)
     squares = [float((minitrans.to_numpy(g).astype(np.float64) ** 2).sum())
                for _, _, g in trainer.model.named_parameters()]

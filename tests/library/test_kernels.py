@@ -33,7 +33,7 @@ from minitrans.ops import activations, softmax, sums  # noqa: F401  (the modules
 from minitrans.ops.random_bits import stream_key
 from minitrans.gradcheck import tiny_model
 from minitrans.training import experiment
-from minitrans.training.optimisation import updates  # noqa: F401
+from minitrans.training.optimisation import adam  # noqa: F401
 from minitrans.training.trainer import TrainConfig
 from tests.library.conftest import assert_gradcheck, assert_names
 

@@ -17,7 +17,7 @@ from minitrans.gradcheck import layer_cases, tiny_model
 from minitrans.model.config import ModelConfig
 from minitrans.training import experiment
 from minitrans.training.run_files import records
-from minitrans.training.optimisation.optim import Adam
+from minitrans.training.optimisation.adam import Adam
 from tests.library.conftest import assert_names
 
 LLAMA = dict(norm="rms", positions="rope", activation="swiglu", kv_heads=1, bias=False,

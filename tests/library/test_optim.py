@@ -8,8 +8,10 @@ import pytest
 
 import minitrans
 from minitrans.layers.module import Module
-from minitrans.training.optimisation.optim import (SGD, Adam, clip_grad_norm, global_grad_norm,
-                                                   transformer_lr)
+from minitrans.training.optimisation.adam import Adam
+from minitrans.training.optimisation.clipping import clip_grad_norm, global_grad_norm
+from minitrans.training.optimisation.schedule import transformer_lr
+from minitrans.training.optimisation.sgd import SGD
 
 
 class Params(Module):
@@ -140,7 +142,6 @@ def test_bad_optimiser_arguments(float64):
 def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit_for_bit(
     backend_name, optimizer_type
 ):
-    import minitrans.training.optimisation.optim as optim
     from minitrans.gradcheck import tiny_model
 
     results = []
@@ -149,7 +150,8 @@ def test_updating_on_several_threads_and_in_blocks_gives_the_same_parameters_bit
     for threads, block_bytes in ((1, 2**30), (3, 64)):
         whole, batch = tiny_model(seed=5)
         options = {"momentum": 0.9} if optimizer_type == "SGD" else {}
-        optimizer = getattr(optim, optimizer_type)(whole.model, lr=0.01, threads=threads, **options)
+        optimizer_class = {"Adam": Adam, "SGD": SGD}[optimizer_type]
+        optimizer = optimizer_class(whole.model, lr=0.01, threads=threads, **options)
         optimizer.BLOCK_BYTES = block_bytes
         optimizer.THREADED_NUMBERS = 0  # on the threads, small as the model is
         optimizer.FLAT_NUMBERS = -1  # SGD has no flat update; Adam's is tested on its own
@@ -168,7 +170,6 @@ def test_a_small_model_is_updated_on_one_thread_a_large_one_on_all(monkeypatch):
     import threading
 
     from minitrans.gradcheck import tiny_model
-    from minitrans.training.optimisation.optim import Adam
 
     model = tiny_model(seed=5)[0].model
     ran_on = []
@@ -194,7 +195,6 @@ def test_a_small_model_is_updated_on_one_thread_a_large_one_on_all(monkeypatch):
 
 def test_threads_must_be_a_positive_integer():
     from minitrans.gradcheck import tiny_model
-    from minitrans.training.optimisation.optim import Adam
 
     with pytest.raises(ValueError, match="threads"):
         Adam(tiny_model()[0].model, threads=0)
@@ -204,7 +204,6 @@ def test_a_blocked_update_reaches_every_element_of_a_strided_or_large_parameter(
     """Blocks of a large parameter cover it all; a gradient that is not
     contiguous (so reshape would copy) makes the parameter update whole."""
     from minitrans.layers.module import Module
-    from minitrans.training.optimisation.optim import SGD
 
     model = Module()
     model.add_param("big", np.zeros((10, 7), dtype=np.float32))
@@ -247,7 +246,7 @@ def test_the_optimiser_walks_the_tree_once_and_follows_replaced_arrays(float64):
 
 def test_the_fast_adam_update_overwrites_its_scratch_without_reading_it(float64):
     """The scratch may hold anything: NaN in it changes nothing."""
-    from minitrans.training.optimisation.updates import adam_update_fast
+    from minitrans.training.optimisation.adam import adam_update_fast
 
     rng = np.random.default_rng(0)
     start = [rng.standard_normal((4, 3)) for _ in range(3)]

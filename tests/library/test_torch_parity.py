@@ -33,7 +33,8 @@ from minitrans.model.language_model import DecoderOnlyLM  # noqa: E402
 from minitrans.model.transformer import Transformer  # noqa: E402
 from minitrans.ops.masks import padding_mask  # noqa: E402
 from minitrans.gradcheck import relative_error  # noqa: E402
-from minitrans.training.optimisation.optim import Adam, transformer_lr  # noqa: E402
+from minitrans.training.optimisation.adam import Adam  # noqa: E402
+from minitrans.training.optimisation.schedule import transformer_lr  # noqa: E402
 
 TOLERANCE = 1e-6
 VOCAB, PAD = 13, 0

@@ -1,5 +1,5 @@
 """Adam's arrays for all the parameters at once: gradients, m and v as views
-of three flat arrays.
+of three flat arrays (``optimisation.adam`` runs its update over them).
 
 Adam updates each parameter with a dozen element-wise passes. The tiny
 config has 82 parameters (a bias of 64 numbers is one of them), so a step
@@ -26,13 +26,12 @@ from the current values.
 import itertools
 
 from minitrans.core import backend
-from minitrans.training.optimisation.updates import adam_step, apply_adam_step
 
 
 class FlatState:
     """Flat gradient, m and v arrays whose pieces are the model's gradients
     and Adam's moments. ``slots``: (qualified name, layer, name in the layer)
-    of every parameter (``Optimizer._slots``); ``m``, ``v``: Adam's dicts by
+    of every parameter (``Optimizer.slots``); ``m``, ``v``: Adam's dicts by
     qualified name, whose entries it replaces with views."""
 
     def __init__(self, slots, m, v):
@@ -80,16 +79,18 @@ class FlatState:
                 return False
         return True
 
-    def adam_update(self, t, lr, betas, eps, weight_decay, block_size=None):
-        """``adam_update_fast`` of every parameter: m, v and the step over the
-        flat arrays, in blocks of ``block_size`` numbers (None: whole), which
-        stay in the core's cache from one pass to the next; then each
-        parameter takes its piece of the step."""
+    def blocks(self, block_size=None):
+        """(gradient, m, v, step) slices of the flat arrays, ``block_size``
+        numbers each (None: the whole arrays); ``step`` is the scratch array
+        that Adam's step is written into."""
         size = block_size or self.grad.size
         for start in range(0, self.grad.size, size):
-            grad, m, v, step = (flat[start:start + size]
-                                for flat in (self.grad, self.m, self.v, self.step))
-            adam_step(grad, m, v, t, lr, betas, eps, out=step)
+            yield tuple(flat[start:start + size]
+                        for flat in (self.grad, self.m, self.v, self.step))
+
+    def steps(self):
+        """(parameter, its piece of the step array, in its shape) of every
+        parameter: the flat step is applied to the model's own arrays."""
         for (_, module, key), (start, stop) in zip(self.slots, self.bounds):
             param = module.params[key]
-            apply_adam_step(param, self.step[start:stop].reshape(param.shape), lr, weight_decay)
+            yield param, self.step[start:stop].reshape(param.shape)

@@ -1,11 +1,16 @@
-"""What a trainer writes into its checkpoint and reads back from it.
+"""What a checkpoint of a trainer holds: its arrays, written and read back,
+and the records of a run from scratch.
 
 A checkpoint holds every parameter (``param/NAME``), Adam's moments
-(``optim/m/NAME``, ``optim/v/NAME``) and records: the configs, the task,
-its vocabulary and byte-pair merges, the step, the random-number rule, the
-loss history and the held-out evaluations. ``save`` writes them, ``restore`` loads them into a
-trainer whose model has the same shapes, so that training goes on as if it
-had never stopped.
+(``optim/m/NAME``, ``optim/v/NAME``) and records. A run from scratch
+(``training.recipe.PaperRecipe``) records the configs, the task, its
+vocabulary and byte-pair merges, the step, the random-number rule, the loss
+history and the held-out evaluations (``records_of``); a fine-tuning run
+records its own (``training.finetune``). ``save`` writes the arrays with
+the records, ``restore`` loads them into a trainer whose model has the
+same shapes, so that training goes on as if it had never stopped. The
+file format itself, and the checks of what is read, are
+``training.run_files.checkpoint``'s.
 
 A run that keeps a moving average of its weights (``training.optimisation.averaging``)
 saves the average as ``param/NAME``: it is the model that the run's
@@ -24,8 +29,9 @@ WEIGHTS = "optim/weights/"  # the optimised weights, where param/ holds their av
 
 
 def records_of(trainer):
-    """The JSON records of ``trainer``'s checkpoint (a dict); at level "bpe"
-    the record "bpe" holds the merges (``data.BPE.to_json``)."""
+    """The JSON records of the checkpoint of ``trainer``, a run from scratch
+    (a dict); at level "bpe" the record "bpe" holds the merges
+    (``data.BPE.to_json``)."""
     bpe = trainer.task.tokenizer.bpe
     return {**({"bpe": bpe.to_json()} if bpe is not None else {}),
         "model_config": trainer.model.config.to_dict(),
@@ -62,9 +68,10 @@ def arrays_of(trainer):
     return arrays
 
 
-def save(trainer, path):
-    """Write ``trainer``'s checkpoint to ``path`` (atomically)."""
-    checkpoint.save_checkpoint(path, arrays_of(trainer), records_of(trainer))
+def save(trainer, path, records):
+    """Write ``trainer``'s checkpoint to ``path`` (atomically): its arrays
+    and ``records``, the JSON records its recipe gives."""
+    checkpoint.save_checkpoint(path, arrays_of(trainer), records)
 
 
 def restore(trainer, path, arrays, records):
