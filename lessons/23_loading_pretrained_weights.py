@@ -382,7 +382,7 @@ if HAVE_HUB:
 # %%
 if HAVE_HUB:
     from minitrans.layers.loss import LabelSmoothedCrossEntropy
-    from minitrans.training.optimisation.optim import Adam
+    from minitrans.training.optimisation.adam import Adam
 
     inputs, targets = ids[:, :-1], ids[:, 1:]
     with minitrans.using(dtype="float32"):

@@ -9,13 +9,21 @@ and, at the end, ``pretrained/``: the best weights in the folder's layout
 ``generate --pretrained`` and Hugging Face's ``transformers`` load.
 Memory is checked from config.json before a tensor is read. ``--resume``
 is refused with --init-from: a fine-tuning run is started again.
+
+Before any training, the run refuses what would lose or break a model:
+a ``pretrained/`` folder already in the run's folder (unless --force), and
+--init-from being that very folder. The folder is written beside and
+swapped in whole (``files.folder_swap``), so a run killed while it writes
+leaves the old folder or the new one. The corpus is read by the rules of
+``files.rules`` (a regular file, bounded, UTF-8).
 """
 
 import os
 import sys
 
 from minitrans.cli import flags, pretrained_folder, resume_flags
-from minitrans.core.memory_budget import check_fits, training_bytes
+from minitrans.core.memory_budget import training_bytes
+from minitrans.files import model_folder, rules
 from minitrans.pretrained import save_pretrained
 from minitrans.pretrained.architectures import hub_config
 from minitrans.training.run_files import interrupt
@@ -31,6 +39,8 @@ MAX_BLOCK = 128  # default --block-size: min(MAX_BLOCK, the model's positions)
 REFUSED = ("resume", "level", "merges", "lr_factor", "target_exact_match", "patience",
            "average_decay", *resume_flags.MODEL_FIELDS)
 OWN = ("lr", "block_size")  # only used with --init-from
+MODEL_FOLDER = "pretrained"  # the model folder a run writes into its own folder
+CORPUS = "a UTF-8 text to fine-tune on"
 
 
 def add_flags(train):
@@ -75,17 +85,20 @@ def run(args):
     text, valid_text = read_text(args.data, "--data"), None
     if args.valid is not None:
         valid_text = read_text(args.valid, "--valid")
+    out_dir = flags.new_run_folder(args, "finetune")
+    out = os.path.join(out_dir, MODEL_FOLDER)
+    check_model_folder(folder, out, args.force)
     train_config = TrainConfig(
         task="pretrained", data=args.data, valid=args.valid, label_smoothing=0.0,
         seed=args.seed or 0, workers=args.workers, max_minutes=args.max_minutes,
-        out_dir=flags.new_run_folder(args, "finetune"),
-        **{key: getattr(args, key) or value for key, value in DEFAULTS.items()})
+        out_dir=out_dir, **{key: getattr(args, key) or value for key, value in DEFAULTS.items()})
     task = text_task(tokenizer, text, block_size, valid_text, source=args.data)
     batch = min(train_config.batch_size, len(task.train))
     workers = train_config.workers or default_workers()
-    check_fits(config, training_bytes(config, batch, block_size, workers),  # before loading
-               f"fine-tuning on batches of {batch} x {block_size} tokens")
-    model, tokenizer, info = pretrained_folder.load_model(folder, "--init-from")
+    training = (training_bytes(config, batch, block_size, workers),
+                f"fine-tuning on batches of {batch} x {block_size} tokens (--batch-size x "
+                "--block-size)")
+    model, tokenizer, info = pretrained_folder.load_model(folder, "--init-from", training)
     model.train()
     progress = not args.no_progress and sys.stderr.isatty()
     lr = args.lr or DEFAULT_LR
@@ -106,15 +119,29 @@ def run(args):
         return 130
     best = trainer.best_evaluation()
     trainer.load_best()
-    out = os.path.join(train_config.out_dir, "pretrained")
-    save_pretrained(model, out, info.architecture, extra=extra_fields(model, info))
-    copied = pretrained_folder.copy_tokenizer_files(folder, out)
+    save_pretrained(model, out, info.architecture, extra=extra_fields(model, info),
+                    copy_from=folder)
+    copied = [name for name in model_folder.COPIED_FILES if os.path.isfile(os.path.join(out, name))]
     print(f"held-out loss {best['loss']:.4f} at step {best['step']} (best of "
           f"{len(trainer.evaluations)} evaluations, {trainer.step} steps)")
     print(f"checkpoint: {trainer.checkpoint_path} (last), {trainer.best_checkpoint_path()} "
           f"(best held-out loss); model folder: {out} (config.json, model.safetensors, "
           f"{', '.join(copied)}): minitrans generate --pretrained {out} \"...\"")
     return 0
+
+
+def check_model_folder(source, out, force):
+    """Refuse, before any training, to write the model folder ``out`` where
+    that would lose a model: over the folder being fine-tuned (``source``),
+    or over an earlier run's without ``force``."""
+    inside = os.path.realpath(source) + os.sep
+    if inside.startswith(os.path.realpath(out) + os.sep):
+        raise ValueError(f"--init-from {source}: is inside {out}, the model folder this run "
+                         "writes (in --out); choose another --out")
+    if os.path.lexists(out) and not force:
+        raise ValueError(f"{out}: holds the model folder of an earlier run; choose another "
+                         "--out, or add --force to replace it")
+    model_folder.check_replaceable(out)
 
 
 def check_flags(args):
@@ -133,15 +160,13 @@ def check_flags(args):
 
 
 def read_text(path, flag):
+    """The corpus at ``path``, read by the household's rules: a regular file
+    (a FIFO would wait for a writer, /dev/zero fill the memory), of at most
+    ``rules.MAX_TEXT_BYTES``, UTF-8."""
     try:
-        with open(path, encoding="utf-8") as file:
-            return file.read()
-    except FileNotFoundError:
-        raise ValueError(f"{flag}: {path}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{flag}: {path}: is a folder, expected a text file") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{flag}: {path}: not UTF-8 text (byte {error.start})") from None
+        return rules.read_text(path, CORPUS)
+    except rules.FileError as error:
+        raise ValueError(f"{flag}: {error}") from None
 
 
 def extra_fields(model, info):

@@ -1,20 +1,17 @@
 """What ``generate --pretrained`` and ``train --init-from`` share: a
 pretrained model's folder (Hugging Face Hub layout, ``minitrans.pretrained``)
-read with its tokenizer, its end-of-text token, and its tokenizer files
-copied beside a fine-tuned model."""
+read with its tokenizer, and its end-of-text token. (A fine-tuned model's
+folder gets the tokenizer's files by ``save_pretrained(..., copy_from=)``.)"""
 
 import os
-import shutil
 
 from minitrans.data.pretrained_tokenizer import load_tokenizer
 from minitrans.pretrained import load_pretrained
 from minitrans.pretrained.architectures import architecture_of, model_config
+from minitrans.core import checks
 from minitrans.files.model_folder import CONFIG_NAME, read_config
+from minitrans.files.rules import FileError, short
 
-# Every file a tokenizer may be read from (data/pretrained_tokenizer.py), and
-# the ones that describe it further, copied beside a fine-tuned model.
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json",
-                   "special_tokens_map.json", "generation_config.json")
 END_OF_TEXT = "<|endoftext|>"  # GPT-2's, when config.json names none
 
 
@@ -43,15 +40,31 @@ def read_tokenizer(path, flag):
         raise ValueError(f"{flag}: {error}") from None
 
 
-def load_model(path, flag):
+def load_model(path, flag, also_needed=None):
     """(model, tokenizer, info) of the folder: the tokenizer first, then the
-    model, whose memory ``load_pretrained`` checks before reading a tensor."""
+    model, whose memory ``load_pretrained`` checks before reading a tensor
+    (with ``also_needed``, (bytes, what for), of what follows)."""
     tokenizer = read_tokenizer(path, flag)
-    model, _, info = load_pretrained(path, tokenizer=False)
+    model, _, info = load_pretrained(path, tokenizer=False, also_needed=also_needed)
     if len(tokenizer) > model.config.vocab_size:
         raise ValueError(f"{flag}: {path}: the tokenizer has {len(tokenizer)} tokens, more than "
                          f"the model's vocab_size {model.config.vocab_size}")
+    check_special_ids(os.path.join(path, CONFIG_NAME), info.hub_config, tokenizer)
     return model, tokenizer, info
+
+
+def check_special_ids(where, hub_config, tokenizer):
+    """config.json's bos_token_id and eos_token_id (a list of ids too) are
+    null or ids of the tokenizer's tokens: an empty prompt starts from the
+    first, samples end at the second, and an id of no token would be blamed
+    on the prompt, or never end a sample."""
+    count = len(tokenizer)
+    for field in ("bos_token_id", "eos_token_id"):
+        value = hub_config.get(field)
+        ids = value if isinstance(value, list) and field == "eos_token_id" else [value]
+        if value is not None and not all(checks.is_int(i, 0, count - 1) for i in ids):
+            raise FileError(f"{where}: {field}: expected null or the id of one of the "
+                            f"tokenizer's {count} tokens (0 to {count - 1}), got {short(value)}")
 
 
 def eos_id(info, tokenizer):
@@ -74,13 +87,3 @@ def encode(tokenizer, text):
         return list(tokenizer.encode(text, add_special_tokens=True))
     except TypeError:  # GPT2Tokenizer: no template
         return list(tokenizer.encode(text))
-
-
-def copy_tokenizer_files(source, target):
-    """Copy the tokenizer's files of folder ``source`` into ``target``; returns their names."""
-    copied = []
-    for name in TOKENIZER_FILES:
-        if os.path.isfile(os.path.join(source, name)):
-            shutil.copyfile(os.path.join(source, name), os.path.join(target, name))
-            copied.append(name)
-    return copied

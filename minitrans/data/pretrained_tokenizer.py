@@ -14,6 +14,7 @@ import os
 
 from minitrans.data.gpt2_tokenizer import GPT2Tokenizer
 from minitrans.data.hf_tokenizer import HFTokenizer
+from minitrans.files.model_folder import GPT2_TOKENIZER, HF_TOKENIZER
 from minitrans.files.tokenizer_files import TokenizerFileError
 
 
@@ -25,9 +26,9 @@ def load_tokenizer(folder):
 
     if not os.path.isdir(folder):
         raise TokenizerFileError(f"{os.fspath(folder)}: not a folder")
-    if os.path.isfile(path("tokenizer.json")):
-        return HFTokenizer.from_file(path("tokenizer.json"))
-    if os.path.isfile(path("vocab.json")) and os.path.isfile(path("merges.txt")):
-        return GPT2Tokenizer.from_files(path("vocab.json"), path("merges.txt"))
+    if os.path.isfile(path(HF_TOKENIZER)):
+        return HFTokenizer.from_file(path(HF_TOKENIZER))
+    if all(os.path.isfile(path(name)) for name in GPT2_TOKENIZER):
+        return GPT2Tokenizer.from_files(*(path(name) for name in GPT2_TOKENIZER))
     raise TokenizerFileError(f"{os.fspath(folder)}: no tokenizer found: expected tokenizer.json, "
                              "or vocab.json with merges.txt")

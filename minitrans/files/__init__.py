@@ -1,9 +1,18 @@
 """Files a user hands us, read as untrusted input: checkpoints, pretrained
 model folders (config.json, safetensors), corpora and tokenizer files.
 
-The rules every reader here keeps (``rules``): a file's size and kind are
-checked before it is read, JSON is strict and bounded, text must be UTF-8,
-and every problem is one ``FileError`` naming the file and the field. Each
-format's parser is one module; writers write atomically."""
+The rules every reader and writer here keeps live in ``rules`` (its
+docstring says them once): a file's kind and size checked before it is
+read, text in UTF-8, JSON strict and bounded, names kept inside their
+folder, one ``FileError`` naming the file and the field, files written
+atomically and folders swapped in whole (``folder_swap``). Each format's
+parser is one module that reads through them:
+
+    checkpoint_file     a minitrans checkpoint (.npz)
+    safetensors_file    one .safetensors file
+    model_folder        a pretrained model's folder (config.json, index, shards)
+    tsv                 a parallel corpus (source<TAB>target)
+    tokenizer_files     a pretrained tokenizer's files
+"""
 
 from minitrans.files.rules import FileError  # noqa: F401

@@ -1,10 +1,17 @@
-"""Reading an ``.npz`` checkpoint as untrusted input.
+"""A checkpoint's file: one ``.npz`` archive, written atomically, read as
+untrusted input and without pickle.
+
+Arrays are members named "param/...", "optim/..."; the records (configs,
+history) are JSON texts under "json/NAME"; the member "format" marks the
+file as minitrans's. What the records and arrays mean, and how an older
+file's names are brought up to date, is ``training.run_files.checkpoint``'s.
 
 A checkpoint is a file someone may hand you. Everything it declares (how
 many members, their sizes, dtypes and shapes, how deep its JSON nests) is
 checked against what the file really holds before anything is allocated:
 a 2 MB file cannot make the reader allocate gigabytes, and a malformed file
-is a ``CheckpointError`` naming the file and the entry, never a
+is a ``CheckpointError`` naming the file and the entry (the household's
+rules, ``files.rules``, for the file itself and its JSON), never a
 ``MemoryError``, a ``RecursionError``, one of zipfile's own errors (an
 encrypted member, a bad CRC) or a hang. ``allow_pickle=False``
 everywhere: reading never runs code from the file.
@@ -19,10 +26,64 @@ import zipfile
 
 import numpy as np
 
-from minitrans.files.rules import MAX_RECORD_CHARS, FileError, parse_json  # noqa: F401
+from minitrans.files import rules
+from minitrans.files.rules import TEMP_PREFIX, FileError, atomic_file, parse_json
 
 
 CheckpointError = FileError  # its name before every file a user hands us raised one error type
+
+
+FORMAT = "minitrans-checkpoint-1"  # the file's marker, the same in every format version
+# A save writes TEMP_PREFIX...TEMP_SUFFIX beside the checkpoint, then renames it.
+TEMP_SUFFIX = ".npz"
+
+
+def write_checkpoint(path, arrays, records):
+    """Write host ``arrays`` (name -> NumPy array) and ``records`` (name ->
+    JSON-serialisable value) to ``path`` atomically (``rules.atomic_file``):
+    a crash while saving leaves the old file or the new one, never half."""
+    content = dict(arrays)
+    content.update({f"json/{name}": np.array(json.dumps(value)) for name, value in records.items()})
+    content["format"] = np.array(FORMAT)
+    with atomic_file(path) as temporary:  # TEMP_PREFIX...TEMP_SUFFIX beside the checkpoint
+        np.savez(temporary, **content)
+
+
+def remove_unfinished(path):
+    """Delete the temporary files that saves of ``path`` killed before their
+    rename left in its folder (never the checkpoint itself); returns their
+    names. Call it only where no other process is saving into that folder."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        return []
+    removed = sorted(name for name in os.listdir(folder)
+                     if name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX))
+    for name in removed:
+        os.remove(os.path.join(folder, name))
+    return removed
+
+
+def read_checkpoint(path):
+    """(arrays, records) of the checkpoint at ``path``: host NumPy arrays by
+    their names in the file, and the records parsed as strict, bounded JSON.
+    A missing, truncated or hostile file, or one minitrans did not write, is
+    a FileError naming it."""
+    path = os.fspath(path)
+    if not os.path.lexists(path):
+        raise FileError(f"{path}: checkpoint not found")
+    rules.regular_file_size(path, "a checkpoint file")  # stat, not open: a FIFO waits
+    if not zipfile.is_zipfile(path):  # np.load would also read a .npy or a pickle
+        raise FileError(f"{path}: not a readable checkpoint (truncated or not an .npz file)")
+    content = read_members(path)
+    if "format" not in content or content.pop("format") != FORMAT:
+        raise FileError(f"{path}: not a minitrans checkpoint (no '{FORMAT}' marker)")
+    records, arrays = {}, {}
+    for name, value in content.items():
+        if name.startswith("json/"):
+            records[name[5:]] = parse_json(path, f"record {name[5:]!r}", value)
+        else:
+            arrays[name] = value
+    return arrays, records
 
 
 # What zipfile and np.lib.format raise on a damaged or hostile archive: a
@@ -38,6 +99,7 @@ def read_members(path):
     """name -> content of every member of the ``.npz`` file at ``path`` (the
     names without ".npy"), each checked by ``_member_headers`` first: an
     array for "param/..." and "optim/...", a str for "format" and "json/..."."""
+    rules.regular_file_size(path, "a checkpoint (.npz)")  # before zipfile opens it
     try:
         with zipfile.ZipFile(path) as archive:
             headers = _member_headers(path, archive)
@@ -113,10 +175,10 @@ def _check_array_header(where, name, archive, info):
     if name.startswith(ARRAY_PREFIXES):
         if dtype.kind not in NUMERIC_KINDS or dtype.hasobject or dtype.fields:
             raise CheckpointError(f"{where} has dtype {dtype}, expected numbers")
-    elif dtype.kind != "U" or shape != () or dtype.itemsize // 4 > MAX_RECORD_CHARS:
+    elif dtype.kind != "U" or shape != () or dtype.itemsize // 4 > rules.MAX_RECORD_CHARS:
         raise CheckpointError(
             f"{where} has dtype {dtype} and shape {shape}, expected a string of at most "
-            f"{MAX_RECORD_CHARS} characters"
+            f"{rules.MAX_RECORD_CHARS} characters"
         )
     needed = math.prod(shape) * dtype.itemsize
     if needed != info.file_size - header_bytes:

@@ -16,11 +16,15 @@ needed here and is not read):
      "weight_map": {"embed.weight": "model-00001-of-00002.safetensors",
                     "lm_head.weight": "model-00002-of-00002.safetensors"}}
 
+Beside them, a tokenizer's files (TOKENIZER_FILES, read by
+``data.pretrained_tokenizer``) and generation_config.json.
+
 Where both a single file and an index are present, the single file is read,
-as Hugging Face's ``from_pretrained`` does. Every file is untrusted input:
-config.json and the index are bounded, strict JSON objects (``file_checks``);
-a shard's name must be a plain ``.safetensors`` file name, so that an index
-cannot send the reader out of the folder ("../../etc/passwd", "/dev/zero");
+as Hugging Face's ``from_pretrained`` does. Every file is untrusted input,
+read by the rules of ``files.rules``: config.json and the index are bounded,
+strict JSON objects; a shard's name must be a plain ``.safetensors`` file
+name (``rules.inside_folder``), so that an index cannot send the reader out
+of the folder ("../../etc/passwd", "/dev/zero");
 the shards are read by ``safetensors_file``, every header checked before any
 tensor is read, and must hold exactly the tensors the index gives them, so
 that every tensor is named once. A shard may be a link (the Hub's cache links
@@ -29,18 +33,24 @@ its snapshots' files to blobs elsewhere): the name is checked, not the target.
 ``loaded_bytes`` says from the headers alone how much memory the tensors will
 take once read; ``read_folder`` compares it with the machine's memory
 (``core.memory_budget``) before it reads a tensor.
+
+``write_folder`` writes the whole folder beside its place and swaps it in
+(``folder_swap``): a write killed at any moment leaves the old folder or the
+new one, whole, never new weights beside an old config.json.
 """
 
 import json
 import os
+import shutil
 
 from minitrans.core import backend, memory_budget
-from minitrans.files.rules import (PretrainedError, atomic_file, parse_json_object,
-                                              read_json_file, short)
+from minitrans.files.folder_swap import swapped_folder
+from minitrans.files.rules import (PretrainedError, atomic_file, inside_folder,
+                                   parse_json_object, read_json_file, short)
 from minitrans.files.safetensors_file import read_header, read_safetensors, save_safetensors
 
-__all__ = ["PretrainedError", "check_fits", "loaded_bytes", "read_config", "read_folder",
-           "read_headers", "write_folder"]
+__all__ = ["PretrainedError", "check_fits", "has_tokenizer", "loaded_bytes", "read_config",
+           "read_folder", "read_headers", "write_folder"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -49,6 +59,16 @@ SUFFIX = ".safetensors"
 # Hugging Face's loader refuses a safetensors file whose metadata names no
 # format it knows ("np" is not one); the tensors' bytes are the same as torch's.
 DEFAULT_METADATA = {"format": "pt"}
+# A tokenizer's files: Hugging Face's one file, which says everything, or
+# GPT-2's original pair (data/pretrained_tokenizer.py reads either), and two
+# that describe it; a folder holding the first of either layout has a tokenizer.
+HF_TOKENIZER = "tokenizer.json"
+GPT2_TOKENIZER = ("vocab.json", "merges.txt")
+TOKENIZER_FILES = (HF_TOKENIZER, *GPT2_TOKENIZER, "tokenizer_config.json",
+                   "special_tokens_map.json")
+TOKENIZER_MARKERS = (HF_TOKENIZER, GPT2_TOKENIZER[0])
+# What is copied beside a model written from another one's folder.
+COPIED_FILES = (*TOKENIZER_FILES, "generation_config.json")
 
 
 def read_folder(path, available=None):
@@ -126,18 +146,12 @@ def read_index(index):
         raise PretrainedError(f"{index}: weight_map is {short(weight_map)}, expected an object "
                               "naming the shard of every tensor")
     for name, shard in weight_map.items():
-        if not _is_plain_name(shard):
-            raise PretrainedError(f"{index}: weight_map puts tensor {short(name)} in "
-                                  f"{short(shard)}, expected the name of a {SUFFIX} file in "
-                                  "the folder (no folder, no '..')")
+        where = f"{index}: weight_map puts tensor {short(name)} in"
+        if not isinstance(shard, str) or not shard.endswith(SUFFIX) or shard == SUFFIX:
+            raise PretrainedError(f"{where} {short(shard)}, expected the name of a {SUFFIX} "
+                                  "file in the folder (no folder, no '..')")
+        inside_folder(os.path.dirname(index), shard, where)
     return weight_map
-
-
-def _is_plain_name(shard):
-    """A file name with no folder in it, in this system's syntax or another's:
-    an absolute path, "..", "a/b" and "a\\b" are all refused."""
-    return (isinstance(shard, str) and shard.endswith(SUFFIX) and shard != SUFFIX
-            and not any(mark in shard for mark in ("/", "\\", ":", "\0")))
 
 
 def _check_shard(index, weight_map, header, shard, expected):
@@ -157,19 +171,47 @@ def _check_shard(index, weight_map, header, shard, expected):
                               "every tensor in the one shard the index names")
 
 
-def write_folder(path, config, arrays, metadata=None):
+def write_folder(path, config, arrays, metadata=None, copy_from=None):
     """Write config.json (``config``, a JSON object) and model.safetensors
     (``arrays``: name -> array; ``metadata``: text -> text, by default
-    DEFAULT_METADATA) into the folder ``path``, each atomically. The config is
-    checked as ``read_config`` would read it before anything is written."""
+    DEFAULT_METADATA) as the folder ``path``, with the COPIED_FILES that the
+    folder ``copy_from`` holds (a tokenizer's files). The folder is written
+    beside and swapped in whole (``folder_swap``); an existing folder is
+    replaced only when it holds nothing but a model's files
+    (``check_replaceable``). The config is checked as ``read_config`` would
+    read it before anything is written. Returns the names of the copied files."""
     path = os.fspath(path)
     text = _config_text(os.path.join(path, CONFIG_NAME), config)
-    os.makedirs(path, exist_ok=True)
+    check_replaceable(path)
     metadata = DEFAULT_METADATA if metadata is None else metadata
-    save_safetensors(os.path.join(path, WEIGHTS_NAME), arrays, metadata)
-    with atomic_file(os.path.join(path, CONFIG_NAME)) as temporary:
-        with open(temporary, "w", encoding="utf-8") as file:
-            file.write(text)
+    copied = []
+    with swapped_folder(path) as staging:
+        save_safetensors(os.path.join(staging, WEIGHTS_NAME), arrays, metadata)
+        with atomic_file(os.path.join(staging, CONFIG_NAME)) as temporary:
+            with open(temporary, "w", encoding="utf-8") as file:
+                file.write(text)
+        for name in COPIED_FILES if copy_from is not None else ():
+            if os.path.isfile(os.path.join(copy_from, name)):
+                shutil.copyfile(os.path.join(copy_from, name), os.path.join(staging, name))
+                copied.append(name)
+    return copied
+
+
+def check_replaceable(path):
+    """Refuse to replace a folder that holds more than a model's files (a
+    notes file, a subfolder): replacing the folder whole would lose them."""
+    if not os.path.isdir(path):
+        return
+    for name in sorted(os.listdir(path)):
+        model_file = name in (CONFIG_NAME, INDEX_NAME, *COPIED_FILES) or name.endswith(SUFFIX)
+        if not model_file or not os.path.isfile(os.path.join(path, name)):
+            raise PretrainedError(f"{path}: holds {short(name)}, which is no model's file; "
+                                  "expected a model's folder to replace, or none")
+
+
+def has_tokenizer(path):
+    """Whether the folder ``path`` holds one of the TOKENIZER_MARKERS."""
+    return any(os.path.lexists(os.path.join(path, name)) for name in TOKENIZER_MARKERS)
 
 
 def _config_text(where, config):

@@ -19,7 +19,7 @@ file is 8 + N + 56 bytes long. "__metadata__" (optional) maps text to text.
 
 ``read_header`` checks all of it against the file before any tensor is read,
 so that a 1 kB file cannot make the reader allocate a terabyte: N at most
-MAX_HEADER_BYTES and within the file, strict JSON (``file_checks``), every
+MAX_HEADER_BYTES and within the file, strict JSON (``rules``), every
 entry's fields and types, a known dtype (DTYPES), a shape of non-negative
 integers whose bytes are the entry's (end - begin == numbers x bytes per
 number), offsets within the data section, and tensors that cover it with
@@ -38,12 +38,11 @@ from typing import NamedTuple
 import numpy as np
 
 from minitrans.core import backend, checks
-from minitrans.files.rules import (JSON_KINDS, MAX_JSON_BYTES,
-                                              PretrainedError, atomic_file,
-                                              parse_json_object, regular_file_size, short)
+from minitrans.files.rules import (JSON_KINDS, MAX_JSON_BYTES, PretrainedError, atomic_file,
+                                   parse_json_object, regular_file_size, short)
 
-__all__ = ["DTYPES", "Header", "PretrainedError", "Tensor", "read_header", "read_safetensors",
-           "save_safetensors"]
+__all__ = ["DTYPES", "Header", "PretrainedError", "Tensor", "check_finite", "read_header",
+           "read_safetensors", "save_safetensors"]
 
 # The header's dtype -> how its bytes are laid out. BF16 is read as its raw
 # 16 bits and widened to float32 (LOADED_ITEMSIZE: the bytes once loaded).
@@ -185,10 +184,12 @@ def _check_layout(path, tensors, data_bytes):
                               "belong to no tensor, expected none")
 
 
-def read_safetensors(path, header=None):
+def read_safetensors(path, header=None, finite=False):
     """name -> NumPy array of every tensor of the file, in the header's order,
     after ``read_header`` (pass its ``header`` if already read). BF16 comes
-    back as float32, every other dtype as itself."""
+    back as float32, every other dtype as itself. With ``finite``, a tensor
+    of floats that holds a NaN or an infinity is refused as it is read (the
+    format allows them; a model of such weights computes nothing but NaN)."""
     path = os.fspath(path)
     header = header or read_header(path)
     safetensors = _safetensors_package(path)
@@ -199,9 +200,24 @@ def read_safetensors(path, header=None):
                 array = (_read_bfloat16(raw, header, tensor) if tensor.dtype == "BF16"
                          else stored.get_tensor(name))
                 arrays[name] = _as_declared(path, tensor, array)
+                if finite:
+                    check_finite(path, name, arrays[name])
     except (safetensors.SafetensorError, OSError) as error:  # e.g. the file changed since
         raise PretrainedError(f"{path}: cannot be read ({error})") from None
     return arrays
+
+
+def check_finite(path, name, array):
+    """Refuse a float ``array`` (the tensor ``name`` of the file ``path``)
+    holding a NaN or an infinity, naming the first."""
+    if array.dtype.kind != "f" or np.isfinite(array.sum(dtype=np.float64)):
+        return  # one pass and no copy: a NaN or an infinity anywhere makes the sum one
+    bad = ~np.isfinite(array)
+    if bad.any():  # else finite numbers whose float64 sum overflowed
+        first = np.unravel_index(int(np.argmax(bad)), array.shape)
+        raise PretrainedError(f"{path}: tensor {short(name)}: NaN or infinite numbers "
+                              f"({int(bad.sum()):,} of {bad.size:,}; the first, {array[first]}, "
+                              f"at {list(map(int, first))}), expected finite weights")
 
 
 def _read_bfloat16(file, header, tensor):

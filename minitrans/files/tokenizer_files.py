@@ -2,10 +2,12 @@
 
 A model folder is something someone hands you, so nothing in it is trusted:
 a file's size is checked before it is read (``MAX_FILE_BYTES``), text must
-be UTF-8, JSON must be strict (no NaN, no key given twice), and every field
-is checked for its type before it is used. Each problem is one line, a
-``FileError`` (a ``ValueError``) that names the
-file and the field:
+be UTF-8, JSON must be strict (no NaN, no key given twice), every field is
+checked for its type before it is used, and the ids must be 0 to n - 1
+without a gap (a model draws any id below its vocabulary's size, and each
+must decode). Each problem is one line, a ``FileError`` (a ``ValueError``)
+that names the file and the field, quoting the file's text cut short
+(``rules.short``: a token may be megabytes long):
 
     tokenizer.json: model.merges[7]: 'Ġt' + 'hx' is not in model.vocab
 
@@ -15,9 +17,9 @@ share these helpers; ``JsonFile`` carries the file's name into every message.
 
 import json
 import os
-import stat
 
-from minitrans.files.rules import FileError
+from minitrans.files import rules
+from minitrans.files.rules import FileError, short
 
 # Llama 3's tokenizer.json is 9 MB and GPT-2's vocab.json 1 MB: 100 MB leaves
 # room for any real tokenizer while refusing a file that would fill memory.
@@ -34,26 +36,10 @@ TokenizerFileError = FileError  # its name before every file a user hands us rai
 
 
 def read_text(path, max_bytes=MAX_FILE_BYTES):
-    """The UTF-8 text of the file at ``path``, refused before reading when
-    it holds more than ``max_bytes`` bytes."""
-    name = os.fspath(path)
-    try:
-        status = os.stat(path)
-        if not stat.S_ISREG(status.st_mode):  # a pipe or a device would never end
-            raise TokenizerFileError(f"{name}: not a regular file")
-        size = status.st_size
-        if size > max_bytes:
-            raise TokenizerFileError(f"{name}: {size:,} bytes, over the limit of {max_bytes:,}")
-        with open(path, "rb") as file:
-            data = file.read(max_bytes + 1)  # the file may have grown since stat
-    except OSError as error:
-        raise TokenizerFileError(f"{name}: cannot be read ({error.strerror})") from None
-    if len(data) > max_bytes:
-        raise TokenizerFileError(f"{name}: over the limit of {max_bytes:,} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise TokenizerFileError(f"{name}: not UTF-8 text (byte {error.start})") from None
+    """The UTF-8 text of a tokenizer's file, read by the household's rules
+    (``rules.read_text``: a regular file, its size checked before it is
+    read, UTF-8 without NUL bytes)."""
+    return rules.read_text(path, "a tokenizer's file", max_bytes)
 
 
 class SourceFile:
@@ -90,7 +76,7 @@ class JsonFile(SourceFile):
         found = {}
         for key, value in pairs:
             if key in found:
-                self.fail(repr(key), "this key is given twice in one object")
+                self.fail(short(key), "this key is given twice in one object")
             found[key] = value
         return found
 
@@ -128,7 +114,7 @@ class JsonFile(SourceFile):
         ids silently if it were ignored."""
         unknown = sorted(set(obj) - set(supported))
         if unknown:
-            self.fail(f"{field}.{unknown[0]}" if field else unknown[0],
+            self.fail(f"{field}.{short(unknown[0])}" if field else short(unknown[0]),
                       "this option is not supported")
 
 
@@ -140,11 +126,24 @@ def check_vocab(source, field, vocab):
     source.check_type(field or "(top)", vocab, dict)
     owner = {}
     for token, token_id in vocab.items():
-        where = f"{field}[{token!r}]" if field else repr(token)
+        where = f"{field}[{short(token)}]" if field else short(token)
         source.check_id(where, token_id)
         if not token:
             source.fail(where, "the empty string is not a token")
         if token_id in owner:
-            source.fail(where, f"id {token_id} is also given to {owner[token_id]!r}")
+            source.fail(where, f"id {token_id} is also given to {short(owner[token_id])}")
         owner[token_id] = token
     return vocab
+
+
+def check_ids_without_gaps(source, field, tokens):
+    """``tokens`` (id -> token) hold every id from 0 to len(tokens) - 1: a
+    model's output row of a missing id would be a sample that cannot be
+    decoded, found only once it was drawn. ``field`` names where the ids
+    come from ("model.vocab and added_tokens")."""
+    count = len(tokens)
+    if all(token_id < count for token_id in tokens):
+        return  # n distinct ids below n: exactly 0 .. n - 1
+    missing = min(set(range(count)) - set(tokens))
+    source.fail(field, f"expected the ids 0 to {count - 1} of the {count} tokens without a gap, "
+                       f"but id {missing} is no token's (the largest is {max(tokens)})")

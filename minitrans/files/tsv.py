@@ -1,20 +1,17 @@
-"""Parallel corpora as TSV files: one "source<TAB>target" pair per line."""
+"""Parallel corpora as TSV files: one "source<TAB>target" pair per line.
 
-import codecs
+The file is read by the rules of ``files.rules`` (a regular file of at most
+MAX_TSV_BYTES bytes, UTF-8 text); this module parses its lines."""
+
 import pathlib
 
-from minitrans.files.rules import FILE_KINDS, FileError
+from minitrans.files.rules import FileError, atomic_file, decode_text, read_bytes
 
 # The largest TSV file read: ten million pairs of sentences fit in it, and
 # it is read whole into memory (as bytes, then as text, then as pairs).
 MAX_TSV_BYTES = 2**30
+WHAT = "a TSV file"
 
-# Byte-order marks of encodings that are not UTF-8, UTF-32 first: its
-# little-endian mark begins with UTF-16's.
-FOREIGN_BOMS = [
-    (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-    (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
-]
 
 def read_tsv(path):
     """A parallel corpus: one "source<TAB>target" pair per line, UTF-8.
@@ -28,7 +25,7 @@ def read_tsv(path):
     without a byte-order mark.
     """
     path = pathlib.Path(path)
-    lines = _decode_utf8(path, read_regular_file(path)).split("\n")
+    lines = decode_text(path, read_regular_file(path)).split("\n")
     parsed = (_parse_line(path, number, line) for number, line in enumerate(lines, start=1))
     pairs = [pair for pair in parsed if pair is not None]  # None: a blank line
     if not pairs:
@@ -37,56 +34,9 @@ def read_tsv(path):
 
 
 def read_regular_file(path, limit=MAX_TSV_BYTES):
-    """The bytes of ``path``, a regular file of at most ``limit`` bytes.
-
-    ``stat`` looks at the file without opening it (opening a FIFO would
-    wait for a writer); the read stops after limit + 1 bytes, in case the
-    file grew in between."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise FileError(f"{path}: file not found") from None
-    size = info.st_size
-    for is_kind, kind in FILE_KINDS.items():
-        if is_kind(info.st_mode):
-            raise FileError(f"{path}: is {kind}, expected a TSV file")
-    with open(path, "rb") as file:
-        raw = file.read(limit + 1) if size <= limit else b""
-    if size > limit or len(raw) > limit:
-        raise FileError(f"{path}: {max(size, len(raw)):,} bytes, more than the limit of "
-                        f"{limit:,} bytes for a TSV file; split it")
-    return raw
-
-
-def _decode_utf8(path, raw):
-    for bom, encoding in FOREIGN_BOMS:
-        if raw.startswith(bom):
-            raise FileError(f"{path}: {encoding} (it starts with a {encoding} byte-order mark); "
-                            "save the file as UTF-8")
-    nul = raw.find(b"\0")
-    if nul >= 0:
-        if _looks_like_utf16(raw):
-            raise FileError(f"{path}: looks like UTF-16 without a byte-order mark (a NUL byte "
-                            "at every other position); save the file as UTF-8")
-        line = raw.count(b"\n", 0, nul) + 1
-        raise FileError(f"{path}, line {line}: a NUL byte (0x00), which text never holds; "
-                        "is it a binary file?")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw.count(b"\n", 0, error.start) + 1  # the newlines before the bad byte
-        raise FileError(f"{path}, line {line}: invalid UTF-8 (byte 0x{raw[error.start]:02x}); "
-                        "save the file as UTF-8") from None
-    return text.removeprefix("\ufeff")  # a byte-order mark some editors write
-
-
-def _looks_like_utf16(raw):
-    """Latin text in UTF-16 is a NUL byte beside every letter: at the odd
-    positions (little-endian) or the even ones (big-endian). Judged on the
-    first 4096 bytes: at least half of one of the two positions is NUL."""
-    sample = raw[:4096]
-    halves = sample[0::2], sample[1::2]
-    return any(half and half.count(0) >= len(half) / 2 for half in halves)
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes
+    (``rules.read_bytes``)."""
+    return read_bytes(path, WHAT, limit)
 
 
 def _parse_line(path, number, line):
@@ -100,11 +50,11 @@ def _parse_line(path, number, line):
             if tabs == 0
             else f"{tabs} tabs, expected exactly one"
         )
-        raise FileError(f"{path}, line {number}: {problem}")
+        raise FileError(f"{path}: line {number}: {problem}")
     source, target = (side.strip() for side in line.split("\t"))
     for side, text in (("source", source), ("target", target)):
         if not text:
-            raise FileError(f"{path}, line {number}: empty {side} side")
+            raise FileError(f"{path}: line {number}: empty {side} side")
     return source, target
 
 
@@ -117,5 +67,6 @@ def write_tsv(path, pairs):
                 raise FileError(f"pairs[{index}]: {side} {text!r} must be non-empty, with no tab, "
                                 "newline or surrounding whitespace")
         lines.append(f"{source}\t{target}\n")
-    with open(path, "w", encoding="utf-8", newline="\n") as file:
-        file.writelines(lines)
+    with atomic_file(path) as temporary:
+        with open(temporary, "w", encoding="utf-8", newline="\n") as file:
+            file.writelines(lines)

@@ -2,18 +2,14 @@
 uses: ``config.json`` beside ``model.safetensors`` (or, for a large model,
 ``model.safetensors.index.json`` and shards ``model-00001-of-00002.safetensors``).
 
-``safetensors_file`` reads and writes one ``.safetensors`` file, checking
-its header against the file's bytes before any tensor is read; ``folder``
-reads and writes a whole folder (``read_folder``, ``write_folder``) and says
-how much memory its tensors will take (``loaded_bytes``) before they are
-loaded; ``file_checks`` holds what both share (the error, strict JSON,
-atomic writes). Both treat what they read as untrusted input, as minitrans reads its
-own checkpoints: anything malformed is a one-line ``PretrainedError`` naming
-the file and the tensor or field. Reading and writing tensors needs the
-``safetensors`` package (``pip install "minitrans[pretrained]"``); importing
-these modules does not.
+The files themselves are read and written by ``minitrans.files``
+(``safetensors_file``, ``model_folder``), by the rules every file a user
+hands us is read by (``files.rules``): anything malformed is a one-line
+``PretrainedError`` (``FileError``) naming the file and the tensor or field.
+Reading and writing tensors needs the ``safetensors`` package
+(``pip install "minitrans[pretrained]"``); importing these modules does not.
 
-On top of them, GPT-2 and Llama models: ``load_pretrained(folder)`` gives
+On top of these files, GPT-2 and Llama models: ``load_pretrained(folder)`` gives
 (model, tokenizer or None, info), a ``DecoderOnlyLM`` of minitrans's own
 layers with the folder's weights; ``save_pretrained(model, folder,
 architecture)`` writes one back as Hugging Face's ``transformers`` reads

@@ -72,7 +72,27 @@ def model_config(where, hub, architecture):
     try:
         return ModelConfig(**common, **sizes)
     except ValueError as error:  # e.g. a size over ModelConfig's LIMITS
-        raise PretrainedError(f"{where}: {error} (ModelConfig, from its fields)") from None
+        raise PretrainedError(f"{where}: {in_hub_names(str(error), architecture)}") from None
+
+
+# ModelConfig's fields under config.json's names (the tables of the docstring)
+HUB_NAMES = {
+    GPT2: {"vocab_size": "vocab_size", "d_model": "n_embd", "h": "n_head", "N": "n_layer",
+           "d_ff": "n_inner", "max_len": "n_positions", "norm_eps": "layer_norm_epsilon"},
+    LLAMA: {"vocab_size": "vocab_size", "d_model": "hidden_size", "h": "num_attention_heads",
+            "N": "num_hidden_layers", "d_ff": "intermediate_size",
+            "max_len": "max_position_embeddings", "kv_heads": "num_key_value_heads",
+            "d_k": "head_dim", "norm_eps": "rms_norm_eps", "rope_base": "rope_theta"},
+}
+
+
+def in_hub_names(message, architecture):
+    """ModelConfig's error "N: expected at most 1024, got ..." as config.json
+    says it, "n_layer: ... (ModelConfig's N)": the reader of the error has
+    config.json before them, not minitrans's names."""
+    name, colon, rest = message.partition(": ")
+    hub = HUB_NAMES[architecture].get(name)
+    return f"{hub}: {rest} (ModelConfig's {name})" if colon and hub else message
 
 
 def _gpt2_sizes(fields):

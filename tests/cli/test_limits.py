@@ -11,6 +11,7 @@ import pytest
 
 from minitrans.core import memory_budget
 from minitrans.data import DataError, read_tsv
+from minitrans.files.rules import FileError
 from minitrans.model import config as model_config
 from minitrans.model.config import ModelConfig
 from minitrans.cli.text_input import input_lines
@@ -83,10 +84,10 @@ def test_text_in_utf8_reads_as_before(tmp_path):
 def test_utf16_big_endian_and_utf32_are_named(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_bytes("a b\tc d\n".encode("utf-16-be"))
-    with pytest.raises(DataError, match="looks like UTF-16 without a byte-order mark"):
+    with pytest.raises(FileError, match="looks like UTF-16 without a byte-order mark"):
         read_tsv(path)
     path.write_bytes("a b\tc d\n".encode("utf-32"))
-    with pytest.raises(DataError, match="UTF-32 byte-order mark"):
+    with pytest.raises(FileError, match="UTF-32 byte-order mark"):
         read_tsv(path)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import minitrans
+from minitrans.files import rules
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
@@ -479,7 +480,7 @@ def test_deep_or_huge_json_is_refused_with_the_project_s_error(tmp_path, monkeyp
     shallow = _spoilt(tmp_path, "nine.npz", lambda e: e.update(
         {"json/step": np.array("[" * 9 + "]" * 9)}))
     _refused(load_checkpoint, shallow, "'step' nests deeper than 8")
-    monkeypatch.setattr(checkpoint.untrusted, "MAX_RECORD_CHARS", 1000)
+    monkeypatch.setattr(rules, "MAX_RECORD_CHARS", 1000)  # the household's bound on JSON
     huge = _spoilt(tmp_path, "huge.npz", lambda e: e.update({"json/step": np.array(" " * 2000)}))
     _refused(load_checkpoint, huge, "json/step.npy", "at most 1000 characters")
 

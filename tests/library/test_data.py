@@ -22,6 +22,7 @@ from minitrans.data import (
     read_tsv,
     write_tsv,
 )
+from minitrans.files.rules import FileError
 from tests.library.conftest import assert_names
 
 # ----------------------------------------------------------------- vocabulary
@@ -240,7 +241,7 @@ def test_read_tsv_strips_sides_and_skips_blank_lines(tmp_path):
 
 
 def test_write_tsv_refuses_text_it_could_not_read_back(tmp_path):
-    with pytest.raises(DataError) as info:
+    with pytest.raises(FileError) as info:
         write_tsv(tmp_path / "bad.tsv", [("a", "b"), ("c\td", "e")])
     assert_names(info, "pairs[1]", "source")
 
@@ -260,7 +261,7 @@ TSV_ERRORS = [
 def test_tsv_errors_name_the_file_and_line(tmp_path, content, line, problem):
     path = tmp_path / "corpus.tsv"
     path.write_bytes(content)
-    with pytest.raises(DataError) as info:
+    with pytest.raises(FileError) as info:
         read_tsv(path)
     message = str(info.value)
     assert str(path) in message and f"line {line}:" in message and problem in message, message
@@ -270,15 +271,15 @@ def test_tsv_errors_name_the_file_and_line(tmp_path, content, line, problem):
 def test_a_tsv_file_without_pairs_is_an_error(tmp_path, content):
     path = tmp_path / "empty.tsv"
     path.write_bytes(content)
-    with pytest.raises(DataError) as info:
+    with pytest.raises(FileError) as info:
         read_tsv(path)
     assert str(path) in str(info.value) and "no source<TAB>target pairs" in str(info.value)
 
 
 def test_a_missing_tsv_file_or_a_directory_is_an_error(tmp_path):
-    with pytest.raises(DataError) as info:
+    with pytest.raises(FileError) as info:
         read_tsv(tmp_path / "missing.tsv")
     assert str(tmp_path / "missing.tsv") in str(info.value) and "not found" in str(info.value)
-    with pytest.raises(DataError) as info:
+    with pytest.raises(FileError) as info:
         read_tsv(tmp_path)
     assert str(tmp_path) in str(info.value) and "directory" in str(info.value)

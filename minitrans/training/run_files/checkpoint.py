@@ -1,10 +1,11 @@
-"""Checkpoints: one ``.npz`` file, written atomically, read without pickle.
+"""Checkpoints: what they hold, and how an older one is read as the current.
 
 A checkpoint holds every parameter, the optimiser's state, the step, the
 random-number state and the configs, so that training can resume exactly.
 Arrays are stored under their qualified names ("param/encoder.layers.0...");
-configs and other small records as JSON strings. ``np.load`` runs with
-``allow_pickle=False``: opening a checkpoint never executes code from it.
+configs and other small records as JSON strings. The file itself (one
+``.npz`` archive, written atomically, read as untrusted input without
+pickle) is ``files.checkpoint_file``'s.
 
 The record ``format_version`` says how parameters are named:
 
@@ -21,28 +22,19 @@ state alike: "param/NAME", "optim/m/NAME", ...) to the current names by a
 chain of renaming steps, one per version, 1 -> 2 -> 3 (``RENAMING_STEPS``),
 so that it loads, resumes and translates as before; a newer version is
 refused.
-
-Writing goes to a temporary file in the same folder, which is flushed to
-disk and then renamed over the old checkpoint. A rename within one file
-system is atomic, so a crash while saving leaves either the old checkpoint
-or the new one, never half of one.
 """
 
 import contextlib
-import json
 import os
 import re
-import tempfile
-import zipfile
 
 import numpy as np
 
 from minitrans.core import backend, checks
-from minitrans.files.rules import FILE_KINDS
-from minitrans.files import checkpoint_file as untrusted
-from minitrans.files.checkpoint_file import CheckpointError  # callers find it here too
+from minitrans.files.checkpoint_file import (FORMAT, TEMP_SUFFIX,  # noqa: F401 (callers' names)
+                                             CheckpointError, read_checkpoint, remove_unfinished,
+                                             write_checkpoint)
 
-FORMAT = "minitrans-checkpoint-1"  # the file's marker, the same in every version
 FORMAT_VERSION = 3
 # version 1 -> 2: "<block>.sublayer.W_Q" -> "<block>.W_Q.W", "<block>.sublayer.b_1" ->
 # "<block>.W_1.b", "<block>.norm.gamma" -> "<block>_norm.layer_norm.gamma"
@@ -55,80 +47,28 @@ _V1_TO_V2 = [
 # version 2 -> 3: the model's attribute "generator" -> "output_projection", right
 # after the kind of array ("param/", "optim/m/", "optim/velocity/", ...)
 _V2_TO_V3 = [(re.compile(r"^(param|optim/\w+)/generator\."), r"\1/output_projection.")]
-# A save writes TEMP_PREFIX...TEMP_SUFFIX beside the checkpoint, then renames it.
-TEMP_PREFIX, TEMP_SUFFIX = ".tmp-", ".npz"
 
 
 def save_checkpoint(path, arrays, records):
     """Write ``arrays`` (name -> array, any backend) and ``records`` (name ->
-    JSON-serialisable value) to ``path`` atomically."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
+    JSON-serialisable value) to ``path`` atomically, with the format version."""
     content = {name: backend.to_numpy(value) for name, value in arrays.items()}
-    records = {**records, "format_version": FORMAT_VERSION}
-    content.update({f"json/{name}": np.array(json.dumps(value)) for name, value in records.items()})
-    content["format"] = np.array(FORMAT)
-    handle = tempfile.NamedTemporaryFile(
-        dir=folder, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, delete=False
-    )
-    try:
-        with handle:
-            np.savez(handle, **content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        if os.path.exists(handle.name):
-            os.remove(handle.name)
-        raise
-
-
-def remove_unfinished(path):
-    """Delete the temporary files that saves of ``path`` killed before their
-    rename left in its folder (never the checkpoint itself); returns their
-    names. Call it only where no other process is saving into that folder."""
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    if not os.path.isdir(folder):
-        return []
-    removed = sorted(name for name in os.listdir(folder)
-                     if name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX))
-    for name in removed:
-        os.remove(os.path.join(folder, name))
-    return removed
+    write_checkpoint(os.fspath(path), content, {**records, "format_version": FORMAT_VERSION})
 
 
 def load_checkpoint(path):
     """Read a checkpoint: (arrays as host NumPy arrays, records), the arrays
     named as in the current format version (an older file's are renamed).
 
-    The file is untrusted input: every member's header (name, compression,
-    dtype, shape) is checked against the bytes really in the file before
-    anything is allocated, so reading costs at most about the file's size.
-    Raises CheckpointError, naming the file, when it is missing, truncated,
-    not an ``.npz`` file, not written by minitrans, malformed (see
-    ``untrusted``), or written by a newer minitrans
-    in a format version this one cannot read.
+    The file is untrusted input (``files.checkpoint_file``): every member's
+    header is checked against the bytes really in the file before anything
+    is allocated, so reading costs at most about the file's size. Raises
+    CheckpointError, naming the file, when it is missing, truncated, not an
+    ``.npz`` file, not written by minitrans, malformed, or written by a newer
+    minitrans in a format version this one cannot read.
     """
     path = os.fspath(path)
-    try:
-        mode = os.stat(path).st_mode  # stat, not open: opening a FIFO waits for a writer
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: checkpoint not found") from None
-    for is_kind, kind in FILE_KINDS.items():
-        if is_kind(mode):
-            raise CheckpointError(f"{path}: is {kind}, expected a checkpoint file")
-    if not zipfile.is_zipfile(path):  # np.load would also read a .npy or a pickle
-        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or not an .npz file)")
-    content = untrusted.read_members(path)
-    if "format" not in content or content.pop("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a minitrans checkpoint (no '{FORMAT}' marker)")
-    records, arrays = {}, {}
-    for name, value in content.items():
-        if name.startswith("json/"):
-            records[name[5:]] = untrusted.parse_json(path, f"record {name[5:]!r}", value)
-        else:
-            arrays[name] = value
+    arrays, records = read_checkpoint(path)
     version = records.setdefault("format_version", 1)  # version 1 had no record
     if not checks.is_int(version, low=1):
         raise CheckpointError(f"{path}: malformed checkpoint, format_version is {version!r}")

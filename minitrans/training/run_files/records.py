@@ -1,6 +1,6 @@
 """The JSON records of a checkpoint, checked field by field before use.
 
-``untrusted`` makes reading the file safe; this module makes its records
+``files.checkpoint_file`` makes reading the file safe; this module makes its records
 safe to act on. Every field has its exact type (a boolean given as the
 string "false" is refused: it is truthy and would wire another model), every
 size a sane limit, and the model a configuration describes may hold no more
@@ -16,13 +16,13 @@ import typing
 
 from minitrans.core import checks
 from minitrans.data.bpe import END
-from minitrans.data.tasks import KINDS
+from minitrans.data.tasks import CORPUS, KINDS
 from minitrans.data.tokenizer import LEVELS
 from minitrans.data.vocab import SPECIAL_TOKENS, Vocab
 from minitrans.model.config import LIMITS, ModelConfig
-from minitrans.files import checkpoint_file as untrusted
+from minitrans.files.rules import FileError, parse_json
 from minitrans.data.bpe import MAX_MERGES
-from minitrans.training.trainer import TrainConfig
+from minitrans.training.train_config import TrainConfig
 
 # Far above any model this project trains, low enough that a model of this
 # many numbers fits in memory (2**31 numbers: 8 GB in float32). Each size
@@ -58,7 +58,7 @@ def check_records(path, records, arrays):
         check_bpe_matches(records)
         check_task_matches_model(records)
     except ValueError as error:  # CheckpointError (from parse_json) is a ValueError too
-        raise untrusted.CheckpointError(f"{path}: malformed checkpoint, {error}") from None
+        raise FileError(f"{path}: malformed checkpoint, {error}") from None
 
 
 def check_fields(name, values, cls):
@@ -126,13 +126,26 @@ def check_task(name, values):
     checks.check_choice(f"{name}.level", values["level"], LEVELS)
 
 
+def read_task_names(records):
+    """``records`` (checked) with the corpus task under its one name, CORPUS:
+    older files call it "tsv" in the record task and, in train_config, by
+    the task given on the command line ("translate")."""
+    records = dict(records)
+    if records.get("task", {}).get("name") not in ("tsv", CORPUS):
+        return records
+    records["task"] = {**records["task"], "name": CORPUS}
+    if "train_config" in records:
+        records["train_config"] = {**records["train_config"], "task": CORPUS}
+    return records
+
+
 def check_vocab(name, text):
     _checked(name, Vocab, _vocab(text))
 
 
 def _vocab(text):
     """The tokens of a vocabulary record (a JSON text inside the JSON)."""
-    stored = untrusted.parse_json("vocab", "the vocabulary's text", text)
+    stored = parse_json("vocab", "the vocabulary's text", text)
     _check_object("vocab", stored, ("specials", "tokens"))
     if stored["specials"] != list(SPECIAL_TOKENS):
         raise ValueError(f"vocab.specials: expected {list(SPECIAL_TOKENS)}, "
@@ -146,7 +159,7 @@ def check_bpe(name, text):
     """The merges of a "bpe" tokenizer (a JSON text inside the JSON, as
     ``data.BPE.to_json`` writes it): at most MAX_MERGES pairs of symbols,
     each a non-empty string of at most MAX_SYMBOL characters, no whitespace."""
-    stored = untrusted.parse_json(name, "the merges' text", text)
+    stored = parse_json(name, "the merges' text", text)
     _check_object(name, stored, ("kind", "end_of_word", "merges"))
     for key, expected in (("kind", "bpe"), ("end_of_word", END)):
         if stored[key] != expected:
@@ -177,7 +190,7 @@ def check_bpe_matches(records):
                          f" while the task's level is {level!r}")
     if "bpe" in records and "vocab" in records:
         tokens = set(_vocab(records["vocab"]))
-        merges = untrusted.parse_json("bpe", "the merges' text", records["bpe"])["merges"]
+        merges = parse_json("bpe", "the merges' text", records["bpe"])["merges"]
         lacking = [left + right for left, right in merges if left + right not in tokens]
         if lacking:
             raise ValueError(f"bpe: {len(lacking)} of its merges make symbols the vocabulary "

@@ -23,7 +23,7 @@ import socket
 import time
 
 from minitrans.core import checks
-from minitrans.training.run_files.checkpoint import TEMP_PREFIX
+from minitrans.files.rules import TEMP_PREFIX
 
 LOCK_NAME = ".lock"
 # A trainer writes its lock's content right after creating the file, so a
