@@ -31,7 +31,8 @@ Without a usable GPU (CuPy missing, or no device) it says why in one line on
 stderr and exits with status 2 at once. ``--rehearse`` runs every section
 on a CPU instead, the strict backend standing in for CuPy, in about a
 minute: the script's own logic, proven before a GPU is lent.
-Exit status: 0 when every section asked for passed, 1 otherwise, 130 when stopped.
+Exit status: 0 when every section asked for passed, 1 otherwise, 130 when stopped,
+2 when it cannot start (no usable GPU, or an OUT_DIR that cannot be a folder).
 """
 
 import argparse
@@ -256,7 +257,12 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    os.makedirs(args.out_dir, exist_ok=True)
+    try:
+        os.makedirs(args.out_dir, exist_ok=True)
+    except OSError as error:  # a file of that name, one on its way, no permission
+        print(f"device_check: {args.out_dir}: cannot be the report's folder "
+              f"({error.strerror})", file=sys.stderr)
+        return 2
     mode = Mode(rehearsal=args.rehearse)
     problem = None if mode.rehearsal else gpu_problem()
     if problem:

@@ -18,7 +18,8 @@ from minitrans.cli import flags, pretrained_folder, text_input
 from minitrans.core import backend
 from minitrans.data import BOS_ID, EOS, pad
 from minitrans.decoding import generate as continue_prompt
-from minitrans.decoding.input_checks import check_rows_fit
+from minitrans.decoding.input_checks import check_rows_fit, room_after_prompt
+from minitrans.decoding.sampling import FirstIdsOnly
 from minitrans.training import attention_maps, experiment
 from minitrans.training.run_files import plots
 
@@ -133,6 +134,7 @@ def add_attention_parser(commands):
 
 
 def run_generate(args):
+    text_input.check_utf8("prompt", args.prompt)
     flags.use_device(args)
     if args.pretrained is not None:
         return run_generate_pretrained(args)
@@ -148,7 +150,8 @@ def run_generate(args):
     prompts = [args.prompt] if args.prompt is not None else text_input.input_lines()
     for text in prompts:
         tokens = task.tokenizer.split(text)
-        room = _room_after(tokens, model.config.max_len, args.max_tokens)
+        room = room_after_prompt(len(tokens), model.config.max_len, "--max-tokens",
+                                 args.max_tokens, with_bos=True)
         text_input.warn_unknown(task, text)
         ids = [BOS_ID] + task.vocab.encode(tokens)
         prompt = backend.to_device(pad([ids] * args.samples))  # (samples, 1 + T_prompt)
@@ -183,9 +186,11 @@ def run_generate_pretrained(args):
                 raise ValueError("prompt: empty, and the model names no beginning- or "
                                  "end-of-text token to start from; give a prompt")
             ids = [start]
-        room = _pretrained_room(len(ids), model.config.max_len, args.max_tokens)
+        room = room_after_prompt(len(ids), model.config.max_len, "--max-tokens", args.max_tokens)
         prompt = backend.to_device(np.array([ids] * args.samples, dtype=np.int64))
-        new = continue_prompt(model, prompt, args.max_tokens or room, eos_id=eos, pad_id=None,
+        # Ids from len(tokenizer) on are rows of a padded embedding, no token's
+        new = continue_prompt(FirstIdsOnly(model, len(tokenizer)), prompt,
+                              args.max_tokens or room, eos_id=eos, pad_id=None,
                               strategy="sample", temperature=args.temperature,
                               top_k=args.top_k, top_p=args.top_p, rng=rng)
         for row in backend.to_numpy(new).tolist():
@@ -193,19 +198,6 @@ def run_generate_pretrained(args):
                 row = row[:row.index(eos)]
             print(_continued(tokenizer, text, ids, row))
     return 0
-
-
-def _pretrained_room(length, positions, max_tokens):
-    """New tokens after a prompt of ``length`` ids: the prompt and every new
-    token but the last are fed, so positions - length + 1."""
-    room = positions - length + 1
-    if length > positions:
-        raise ValueError(f"prompt: expected at most {positions} tokens (the model has "
-                         f"{positions} positions), got {length}")
-    if max_tokens is not None and max_tokens > room:
-        raise ValueError(f"--max-tokens: expected at most {room} after this prompt of {length} "
-                         f"tokens (the model has {positions} positions), got {max_tokens}")
-    return room
 
 
 def _continued(tokenizer, text, ids, new):
@@ -219,26 +211,8 @@ def _continued(tokenizer, text, ids, new):
     return text + whole[len(before):] if whole.startswith(before) else whole
 
 
-def _room_after(tokens, positions, max_tokens):
-    """How many new tokens a prompt of ``tokens`` leaves room for: <bos> and
-    the prompt take 1 + len(tokens) of the model's positions, and the last
-    new token is never fed, so positions - len(tokens). Refuses a prompt
-    that leaves none, and --max-tokens above the room."""
-    room = positions - len(tokens)
-    if room < 1:
-        raise ValueError(
-            f"prompt: expected at most {positions - 1} tokens (the model has {positions} "
-            f"positions, one for <bos>), got {len(tokens)}; no room is left to generate"
-        )
-    if max_tokens is not None and max_tokens > room:
-        raise ValueError(
-            f"--max-tokens: expected at most {room} after this prompt of {len(tokens)} "
-            f"tokens (the model has {positions} positions), got {max_tokens}"
-        )
-    return room
-
-
 def run_attention(args):
+    text_input.check_utf8("text", args.text)
     out = _image_path(args.out)  # before the model is read: a typo costs no decoding
     flags.use_device(args)
     model, task = experiment.load_trained(args.checkpoint)

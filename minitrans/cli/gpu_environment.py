@@ -16,11 +16,16 @@ import importlib.metadata
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass, field
 
 from minitrans.cli.environment import fact, one_line, variable
 
 NVIDIA_SMI_TIMEOUT_S = 5  # nvidia-smi can hang on a broken driver: never wait longer
+# Its table is a few KB; one that prints without end (a broken or fake one)
+# is read no further than this, and its error quoted no longer than a line.
+NVIDIA_SMI_MAX_BYTES = 64 * 2**10
+PROBLEM_CHARS = 120
 OLDEST_FOR_CUDA13 = (7, 5)  # the lowest compute capability CUDA 13 builds for
 GIB = 2**30
 
@@ -109,8 +114,9 @@ def _device(runtime, index):
 
 
 def run_nvidia_smi():
-    """NvidiaSmi from the header of ``nvidia-smi``'s table; never raises and
-    never waits more than NVIDIA_SMI_TIMEOUT_S."""
+    """NvidiaSmi from the header of ``nvidia-smi``'s table; never raises,
+    never waits more than NVIDIA_SMI_TIMEOUT_S and never reads more than
+    NVIDIA_SMI_MAX_BYTES."""
     path = shutil.which("nvidia-smi")
     if path is None:
         return NvidiaSmi(problem="not found on PATH")
@@ -123,25 +129,38 @@ def run_nvidia_smi():
     driver = re.search(r"Driver Version:\s*([\d.]+)", output)
     cuda = re.search(r"CUDA Version:\s*(\d+\.\d+)", output)
     if cuda is None:  # "NVIDIA-SMI has failed because it couldn't communicate with ..."
-        return NvidiaSmi(problem=f"failed: {one_line(output or 'no output')}")
+        said = one_line(output or "no output")
+        if len(said) > PROBLEM_CHARS:
+            said = said[:PROBLEM_CHARS - 3] + "..."
+        return NvidiaSmi(problem=f"failed: {said}")
     return NvidiaSmi(driver=driver and driver.group(1), cuda=cuda.group(1))
 
 
 def _output_within(path, timeout):
+    """The first NVIDIA_SMI_MAX_BYTES bytes ``path`` prints, as text;
+    TimeoutExpired when it neither ends nor prints that much within
+    ``timeout`` seconds."""
     process = subprocess.Popen([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, text=True, errors="replace")
+                               stdin=subprocess.DEVNULL)
+    read = []
+    # A thread reads, so that the wait has a timeout on every system (select
+    # waits on pipes on POSIX only); it ends at the limit or when the output does.
+    reader = threading.Thread(
+        target=lambda: read.append(process.stdout.read(NVIDIA_SMI_MAX_BYTES)), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    finished = not reader.is_alive()
+    # Done or not, what it would print past the limit is not wanted. A hung
+    # driver can leave nvidia-smi unkillable: wait a moment only.
+    process.kill()
     try:
-        return process.communicate(timeout=timeout)[0]
+        process.wait(timeout=1)
     except subprocess.TimeoutExpired:
-        # A hung driver can leave nvidia-smi unkillable: kill it, but wait a
-        # moment only (subprocess.run would wait for ever).
-        process.kill()
-        process.stdout.close()
-        try:
-            process.wait(timeout=1)
-        except subprocess.TimeoutExpired:
-            pass
-        raise
+        pass
+    if not finished:
+        raise subprocess.TimeoutExpired([path], timeout)
+    process.stdout.close()
+    return read[0].decode("utf-8", errors="replace")
 
 
 # -------------------------------------------------------------- the report

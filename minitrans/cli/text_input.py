@@ -1,5 +1,6 @@
-"""Sentences typed or piped into a command, one per line, checked as UTF-8,
-and the pieces of them that a model does not know, named on stderr.
+"""Sentences typed or piped into a command, one per line, or given as an
+argument, checked as UTF-8, and the pieces of them that a model does not
+know, named on stderr.
 
 Python's ``sys.stdin`` decodes with the locale's encoding and, on Linux,
 turns a byte that is not UTF-8 into a lone surrogate ("\\udcff") that no
@@ -34,6 +35,25 @@ def input_lines(stream=None, name="standard input"):
         if number == 1:
             text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
         yield text.removesuffix("\n").removesuffix("\r")
+
+
+def check_utf8(name, text):
+    """``text``, an argument of the command line, checked to be UTF-8.
+
+    Python hands over an argument's bytes that are not UTF-8 as lone
+    surrogates ("\\udcff" for the byte 0xff), which fail later in a codec's
+    message that names neither the argument nor the byte: here they are
+    named, "prompt: not UTF-8 (byte 0xff at character 3) ...". None passes."""
+    if text is None:
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        char = text[error.start]
+        byte = f"byte 0x{ord(char) - 0xDC00:02x}" if "\udc80" <= char <= "\udcff" else repr(char)
+        raise DataError(f"{name}: not UTF-8 ({byte} at character {error.start + 1}); give the "
+                        "text as UTF-8") from None
+    return text
 
 
 def warn_unknown(task, text):

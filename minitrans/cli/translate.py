@@ -47,6 +47,7 @@ def add_evaluate_parser(commands):
 
 
 def run_translate(args):
+    text_input.check_utf8("text", args.text)
     flags.use_device(args)
     model, task = experiment.load_trained(args.checkpoint)
     if task.kind == "lm":

@@ -32,6 +32,8 @@ read as UTF-8 (a sequence cut in the middle of a character shows U+FFFD).
 
 import heapq
 
+from minitrans.files.rules import short
+
 try:  # the pretrained extra: pip install "minitrans[pretrained]"
     import regex
 except ImportError:  # pragma: no cover - depends on what is installed
@@ -45,6 +47,13 @@ GPT2_PATTERN = (r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+
                 r"""|\s+(?!\S)|\s+""")
 PATTERN_ERRORS = (regex.error,) if regex is not None else ()  # a pattern that will not compile
 MAX_CACHE = 2**16  # pieces remembered per tokenizer (then the cache is emptied)
+# A pattern read from a file may backtrack without bound: (a|aa)+$ tries
+# exponentially many ways to match before it fails, years for 40 a's and a
+# b. The regex package stops a match after a time given; real patterns cut
+# text at several MB a second, so a second and 10 us a character is far
+# above any honest pattern's time and far below a hang.
+MATCH_SECONDS = 1.0
+MATCH_SECONDS_PER_CHARACTER = 1e-5
 
 
 def compile_pattern(pattern):
@@ -53,6 +62,23 @@ def compile_pattern(pattern):
         raise RuntimeError('pretrained tokenizers need the regex package: '
                            'pip install "minitrans[pretrained]"')
     return regex.compile(pattern)
+
+
+def match_seconds(text):
+    """The seconds a pattern from a file may take on ``text``."""
+    return MATCH_SECONDS + MATCH_SECONDS_PER_CHARACTER * len(text)
+
+
+def split_on(compiled, text, keep_matches=True, timeout=None):
+    """``text`` cut at the matches of ``compiled``: the stretches between
+    matches, and the matches themselves when ``keep_matches`` (else None
+    in their place). ``timeout``: seconds for all the matching, after which
+    the regex package raises TimeoutError."""
+    pieces, end = [], 0
+    for match in compiled.finditer(text, timeout=timeout):
+        pieces += [text[end:match.start()], match.group() if keep_matches else None]
+        end = match.end()
+    return pieces + [text[end:]]
 
 
 def _byte_table():
@@ -104,7 +130,7 @@ def lookup_tokens(tokens, ids):
         try:
             found.append(tokens[token_id])
         except (KeyError, TypeError):  # TypeError: an unhashable "id", a list
-            raise ValueError(f"ids: {token_id!r} is not the id of a token of this "
+            raise ValueError(f"ids: {short(token_id)} is not the id of a token of this "
                              "tokenizer") from None
     return found
 
@@ -119,7 +145,8 @@ def merge_table(source, field, vocab, merges):
     for rank, (label, left, right) in enumerate(merges):
         for token in (left, right, left + right):
             if token not in vocab:
-                source.fail(label, f"{left!r} + {right!r}: {token!r} is not in {field}")
+                source.fail(label, f"{short(left)} + {short(right)}: {short(token)} is not "
+                                   f"in {field}")
         table[vocab[left], vocab[right]] = (rank, vocab[left + right])
     return table
 

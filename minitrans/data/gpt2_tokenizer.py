@@ -22,10 +22,12 @@ one token ships a tokenizer.json with it in ``added_tokens``).
 """
 
 from minitrans.data import byte_level_bpe
+from minitrans.files.rules import short
 from minitrans.files.tokenizer_files import (
     JsonFile,
     SourceFile,
     TokenizerFileError,
+    check_ids_without_gaps,
     check_vocab,
     read_text,
 )
@@ -50,6 +52,8 @@ class GPT2Tokenizer:
     def from_files(cls, vocab_path, merges_path):
         source = JsonFile(vocab_path)
         vocab = check_vocab(source, "", source.data)
+        check_ids_without_gaps(source, "(top)", {token_id: token
+                                                 for token, token_id in vocab.items()})
         merges = read_merges_txt(merges_path)
         # A merge names tokens of vocab.json: its errors name merges.txt's line.
         return cls(vocab, byte_level_bpe.merge_table(SourceFile(merges_path),
@@ -92,6 +96,6 @@ def read_merges_txt(path):
         parts = line.split(" ")
         if len(parts) != 2 or not all(parts):
             raise TokenizerFileError(f"{path}: line {number}: expected two tokens separated "
-                                     f"by one space, got {line[:80]!r}")
+                                     f"by one space, got {short(line)}")
         merges.append((f"line {number}", parts[0], parts[1]))
     return merges

@@ -14,6 +14,8 @@ Each builder here reads one step's JSON object and returns a plain function,
 or None where the file says null. A step of a type or with an option that
 is not written here is refused by name, so that no option is silently
 ignored. The types written are the ones the GPT-2 and Llama families use.
+A Split's pattern comes from the file, so its matching is bounded in time
+(``byte_level_bpe.match_seconds``): one that backtracks without bound fails.
 
 A piece is carried as (text, at_start): at_start says the piece begins the
 original text, which Metaspace's prepend_scheme "first" asks for (so it is
@@ -24,6 +26,7 @@ import functools
 import re
 
 from minitrans.data import byte_level_bpe
+from minitrans.files.rules import short
 
 MAX_NESTING = 4  # Sequences inside Sequences: real files nest one deep
 BEHAVIOURS = ("Isolated", "Removed")  # Split's behaviours written here
@@ -37,7 +40,7 @@ def _kind(source, field, spec, depth, supported):
     source.check_type(field, spec, dict)
     kind = source.get(spec, field, "type", str)
     if kind not in supported:
-        source.fail(f"{field}.type", f"{kind!r} is not supported (supported: "
+        source.fail(f"{field}.type", f"{short(kind)} is not supported (supported: "
                                      f"{', '.join(supported)})")
     return kind
 
@@ -46,7 +49,8 @@ def _string_pattern(source, field, spec):
     """A Replace's pattern: {"String": text}; a Regex pattern is refused."""
     pattern = source.get(spec, field, "pattern", dict)
     if list(pattern) != ["String"]:
-        source.fail(f"{field}.pattern", f"expected {{\"String\": ...}}, got keys {list(pattern)}")
+        source.fail(f"{field}.pattern",
+                    f"expected {{\"String\": ...}}, got keys {short(list(pattern))}")
     text = source.get(pattern, f"{field}.pattern", "String", str)
     if not text:
         source.fail(f"{field}.pattern.String", "an empty pattern")
@@ -131,7 +135,7 @@ def _split(source, field, spec):
     source.check_type(f"{field}.pattern.{form}", text, str)
     behaviour = source.get(spec, field, "behavior", str)
     if behaviour not in BEHAVIOURS:
-        source.fail(f"{field}.behavior", f"{behaviour!r} is not supported "
+        source.fail(f"{field}.behavior", f"{short(behaviour)} is not supported "
                                          f"(supported: {', '.join(BEHAVIOURS)})")
     if source.get(spec, field, "invert", bool, default=False):
         source.fail(f"{field}.invert", "true is not supported")
@@ -139,21 +143,25 @@ def _split(source, field, spec):
         compiled = byte_level_bpe.compile_pattern(text if form == "Regex" else re.escape(text))
     except byte_level_bpe.PATTERN_ERRORS as error:
         source.fail(f"{field}.pattern.{form}", f"not a pattern this reader can compile ({error})")
-    if compiled.search("") is not None:
-        source.fail(f"{field}.pattern.{form}", "a pattern that matches the empty string")
-    keep = behaviour == "Isolated"
-    return lambda text, _at_start: split_on(compiled, text, keep_matches=keep)
+    where, keep = f"{field}.pattern.{form}", behaviour == "Isolated"
+    empty = _bounded(source, where, "", lambda seconds: compiled.search("", timeout=seconds))
+    if empty is not None:
+        source.fail(where, "a pattern that matches the empty string")
+    return lambda piece, _at_start: _bounded(
+        source, where, piece,
+        lambda seconds: byte_level_bpe.split_on(compiled, piece, keep, timeout=seconds))
 
 
-def split_on(compiled, text, keep_matches=True):
-    """``text`` cut at the matches of ``compiled``: the stretches between
-    matches, and the matches themselves when ``keep_matches`` (else None
-    in their place)."""
-    pieces, end = [], 0
-    for match in compiled.finditer(text):
-        pieces += [text[end:match.start()], match.group() if keep_matches else None]
-        end = match.end()
-    return pieces + [text[end:]]
+def _bounded(source, where, text, match):
+    """``match(seconds)``: the file's pattern at ``where`` run on ``text``
+    within its bound (``byte_level_bpe.match_seconds``), else one line."""
+    seconds = byte_level_bpe.match_seconds(text)
+    try:
+        return match(seconds)
+    except TimeoutError:
+        source.fail(where, f"matching took over {seconds:.1f} s on a text of {len(text)} "
+                           "characters: a pattern that backtracks without bound, such as "
+                           "(a|aa)+$, is refused")
 
 
 def _byte_level(source, field, spec):

@@ -30,7 +30,13 @@ without merging (its merges might not rebuild it).
 import re
 
 from minitrans.data import byte_level_bpe, hf_pipeline
-from minitrans.files.tokenizer_files import JsonFile, TokenizerFileError, check_vocab
+from minitrans.files.rules import short
+from minitrans.files.tokenizer_files import (
+    JsonFile,
+    TokenizerFileError,
+    check_ids_without_gaps,
+    check_vocab,
+)
 
 TOP_FIELDS = ("version", "truncation", "padding", "added_tokens", "normalizer",
               "pre_tokenizer", "post_processor", "decoder", "model")
@@ -60,6 +66,7 @@ class HFTokenizer:
             if entry["normalized"]:
                 entry["content"] = normalize(entry["content"])
         self.tokens.update({entry["id"]: entry["content"] for entry in self.added})
+        check_ids_without_gaps(source, "model.vocab and added_tokens", self.tokens)
         self.special_ids = {entry["id"] for entry in self.added if entry["special"]}
         self._raw = _added_pattern({entry["content"]: entry["id"] for entry in self.added
                                     if not entry["normalized"]})
@@ -152,7 +159,7 @@ def _read_model(source, spec):
     source.check_type("model", spec, dict)
     kind = source.get(spec, "model", "type", str, default="BPE" if "merges" in spec else None)
     if kind != "BPE":
-        raise TokenizerFileError(f"{source.name}: model type {kind!r} is not supported; "
+        raise TokenizerFileError(f"{source.name}: model type {short(kind)} is not supported; "
                                  "expected BPE")
     source.check_only(spec, "model", BPE_FIELDS)
     if source.get(spec, "model", "dropout", float, int, type(None), default=None):
@@ -163,7 +170,7 @@ def _read_model(source, spec):
     vocab = check_vocab(source, "model.vocab", source.get(spec, "model", "vocab", dict))
     unk = source.get(spec, "model", "unk_token", str, type(None), default=None)
     if unk is not None and unk not in vocab:
-        source.fail("model.unk_token", f"{unk!r} is not in model.vocab")
+        source.fail("model.unk_token", f"{short(unk)} is not in model.vocab")
     merges = _read_merges(source, source.get(spec, "model", "merges", list))
     options = {key: source.get(spec, "model", key, bool, default=False)
                for key in ("byte_fallback", "fuse_unk", "ignore_merges")}
@@ -205,9 +212,9 @@ def _read_added_tokens(source, entries, vocab):
             if source.get(entry, field, flag, bool, default=False):
                 source.fail(f"{field}.{flag}", "true is not supported")
         if owner.get(token_id, content) != content:
-            source.fail(f"{field}.id", f"id {token_id} already belongs to {owner[token_id]!r}")
+            source.fail(f"{field}.id", f"id {token_id} already belongs to {short(owner[token_id])}")
         if ids.get(content, token_id) != token_id:
-            source.fail(f"{field}.id", f"{content!r} already has id {ids[content]}")
+            source.fail(f"{field}.id", f"{short(content)} already has id {ids[content]}")
         owner[token_id], ids[content] = content, token_id
         result.append({"id": token_id, "content": content,
                        "normalized": source.get(entry, field, "normalized", bool, default=True),
@@ -235,7 +242,7 @@ def _read_post_processor(source, field, spec, tokens, depth=0):
             prefix, suffix = before + prefix, suffix + after  # each wraps the one before
         return prefix, suffix
     if kind != "TemplateProcessing":
-        source.fail(f"{field}.type", f"{kind!r} is not supported "
+        source.fail(f"{field}.type", f"{short(kind)} is not supported "
                                      "(supported: TemplateProcessing, ByteLevel, Sequence)")
     return _read_template(source, field, spec, tokens)
 
@@ -258,9 +265,9 @@ def _read_template(source, field, spec, tokens):
             sequences += 1
             continue
         if name not in special:
-            source.fail(f"{where}.{form}.id", f"{name!r} is not in {field}.special_tokens")
+            source.fail(f"{where}.{form}.id", f"{short(name)} is not in {field}.special_tokens")
         parts[min(sequences, 1)].extend(_template_ids(
-            source, f"{field}.special_tokens[{name!r}]", special[name], tokens))
+            source, f"{field}.special_tokens[{short(name)}]", special[name], tokens))
     if sequences != 1:
         source.fail(f"{field}.single", f"expected one Sequence, found {sequences}")
     return parts

@@ -5,6 +5,7 @@ the argument, what was expected and what was given:
                                 source (encoder-decoder); generate continues a
                                 prompt (decoder-only)
     more tokens than positions  every fed token takes one of config.max_len
+                                (``room_after_prompt``, also for the command line)
     more rows than memory       the key/value caches of a batch are allocated
                                 whole at the first step (``minitrans.model.kvcache``)
 """
@@ -55,13 +56,28 @@ def check_length(name, value, model, prompt_length=None):
             raise ValueError(f"{name}: expected at most {positions} (the model has "
                              f"{positions} positions), got {value}")
         return
-    if prompt_length > positions:  # no room left: say so, not "at most" a negative number
-        raise ValueError(f"prompt: expected at most {positions} tokens (the model has "
-                         f"{positions} positions), got {prompt_length}")
-    limit = positions - prompt_length + 1
-    if value > limit:
-        raise ValueError(f"{name}: expected at most {limit} after a prompt of {prompt_length} "
-                         f"tokens (the model has {positions} positions), got {value}")
+    room_after_prompt(prompt_length, positions, name, value)
+
+
+def room_after_prompt(prompt_length, positions, name=None, wanted=None, with_bos=False):
+    """How many new tokens fit after a prompt of ``prompt_length`` tokens in
+    a model of ``positions`` positions: the prompt and every new token but
+    the last are fed, so positions - prompt_length + 1. ``with_bos``: the
+    caller puts a <bos> before the prompt, which takes a position that
+    ``prompt_length`` does not count. Refuses a prompt that leaves no room
+    (never "at most" a negative number), and ``wanted`` new tokens (the
+    argument ``name``) above the room."""
+    taken = prompt_length + int(with_bos)
+    if taken > positions:
+        bos = ", one for <bos>" if with_bos else ""
+        raise ValueError(f"prompt: expected at most {positions - int(with_bos)} tokens (the "
+                         f"model has {positions} positions{bos}), got {prompt_length}; no room "
+                         "is left to generate")
+    room = positions - taken + 1
+    if wanted is not None and wanted > room:
+        raise ValueError(f"{name}: expected at most {room} after a prompt of {prompt_length} "
+                         f"tokens (the model has {positions} positions), got {wanted}")
+    return room
 
 
 def row_bytes(config, source_length=0, itemsize=None):

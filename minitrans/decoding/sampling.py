@@ -2,7 +2,8 @@
 filtering, and drawing from the filtered distribution.
 
 Each function works on a (B, V) array of one decoding step;
-``minitrans.decoding.search`` runs the loop that calls them.
+``minitrans.decoding.search`` runs the loop that calls them. ``FirstIdsOnly``
+keeps a model's draws to the ids its tokenizer can decode.
 """
 
 from minitrans.core import backend, checks
@@ -83,6 +84,8 @@ def sampler(temperature, top_k, top_p, rng):
     checks.check_int("top_k", top_k, low=1, allow_none=True)
     checks.check_number("top_p", top_p, low=0, high=1, low_open=True, allow_none=True)
     if rng is None or checks.is_int(rng):
+        # a seed; NumPy's own error for a negative one names neither rng nor the seed
+        checks.check_int("rng", rng, low=0, allow_none=True)
         rng = backend.device_rng(0 if rng is None else int(rng))
     elif not hasattr(rng, "random"):
         raise TypeError(
@@ -96,3 +99,34 @@ def sampler(temperature, top_k, top_p, rng):
         return draw(probs if top_p is None else top_p_filter(probs, top_p), rng)
 
     return choose
+
+
+def first_ids_only(logits, count):
+    """(B, V) logits with those of ids ``count`` and above at -inf: they are
+    never drawn, by sampling or greedy."""
+    xp = backend.get_xp()
+    return xp.where(xp.arange(logits.shape[-1]) < count, logits, -xp.inf)
+
+
+class FirstIdsOnly:
+    """A decoder-only model whose output rows from ``count`` on are no
+    token's, drawn from as if it had only the first ``count``: real models
+    pad their embedding beyond their tokenizer's ids (to a multiple of 64,
+    for fast products), and an id drawn there could not be decoded. It
+    answers what ``search.generate`` asks of a model."""
+
+    def __init__(self, model, count):
+        checks.check_int("count", count, low=1, high=model.config.vocab_size)
+        self.model, self.count, self.config = model, count, model.config
+
+    def eval(self):
+        self.model.eval()
+
+    def start(self, batch_size):
+        return self.model.start(batch_size)
+
+    def step(self, state, tokens):
+        return first_ids_only(self.model.step(state, tokens), self.count)
+
+    def prefix_logits(self, prefix):
+        return first_ids_only(self.model.prefix_logits(prefix), self.count)

@@ -193,6 +193,24 @@ def test_a_hung_or_failing_nvidia_smi_is_reported_not_waited_for(monkeypatch, tm
     assert (smi.driver, smi.cuda, smi.problem) == ("550.54.15", "13.0", None)
 
 
+@posix_only
+def test_an_nvidia_smi_that_prints_without_end_is_read_only_in_part(monkeypatch, tmp_path):
+    """It was read whole for as long as the timeout let it print: the header
+    is read and the rest is left, well before the timeout."""
+    monkeypatch.setattr(gpu_environment, "NVIDIA_SMI_TIMEOUT_S", 4)
+    header = "| NVIDIA-SMI 550.54.15      Driver Version: 550.54.15      CUDA Version: 13.0 |"
+    floods = f"echo '{header}'\nwhile :; do echo '{'x' * 100}'; done"
+    monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "floods", script=floods)))
+    started = time.perf_counter()
+    smi = gpu_environment.run_nvidia_smi()
+    assert (smi.driver, smi.cuda, smi.problem) == ("550.54.15", "13.0", None)
+    assert time.perf_counter() - started < 2
+    junk = f"while :; do printf '{'y' * 100}'; done"  # one endless line and no header
+    monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "junk", script=junk)))
+    problem = gpu_environment.run_nvidia_smi().problem
+    assert problem.startswith("failed: yyy") and len(problem) < 200, problem[:300]
+
+
 # ------------------------------------------------- CuPy installed: stand-ins
 
 NO_DEVICE, INSUFFICIENT_DRIVER = 100, 35

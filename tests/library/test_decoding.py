@@ -390,3 +390,31 @@ def test_bad_arguments_are_named(backend_name, device):
         with pytest.raises(TypeError) as info:
             call()
         assert_names(info, name)
+
+
+def test_a_negative_seed_is_named_with_its_value(backend_name, device):
+    """NumPy's own message named neither rng nor the value given."""
+    model, lm, src = make_model(), make_model(decoder_only=True), device(SOURCES)
+    for call in (lambda: decoding.sample(model, src, 5, rng=-1),
+                 lambda: decoding.generate(lm, device(PROMPTS), 3, strategy="sample", rng=-1)):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert_names(info, "rng", "-1")
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_ids_beyond_the_tokenizers_are_never_drawn(backend_name, device, use_cache):
+    """A pretrained model pads its embedding beyond its tokenizer's ids:
+    FirstIdsOnly keeps greedy and sampling to the ids below ``count``."""
+    lm = make_model(seed=1, decoder_only=True, eos_shift=0.0)
+    lm.output_projection.params["b"][6] += 100.0  # the last id is every step's argmax
+    prompt = device(PROMPTS)
+    options = dict(eos_id=None, pad_id=None, use_cache=use_cache)
+    assert (host(decoding.generate(lm, prompt, 4, **options)) == 6).all()  # unmasked
+    only = decoding.sampling.FirstIdsOnly(lm, 6)
+    for strategy in ("greedy", "sample"):
+        drawn = host(decoding.generate(only, prompt, 4, strategy=strategy, rng=0, **options))
+        assert drawn.shape == (2, 4) and (drawn < 6).all(), drawn
+    with pytest.raises(ValueError) as info:
+        decoding.sampling.FirstIdsOnly(lm, 8)
+    assert_names(info, "count", "8")

@@ -19,8 +19,8 @@ from minitrans.data import byte_level_bpe
 from minitrans.data.gpt2_tokenizer import GPT2Tokenizer
 from minitrans.data.hf_tokenizer import HFTokenizer
 from minitrans.data.pretrained_tokenizer import load_tokenizer
+from minitrans.files.rules import FileError
 from minitrans.files.tokenizer_files import MAX_FILE_BYTES, TokenizerFileError
-from minitrans.data.vocab import DataError
 
 CORPUS = [
     "Hello world! The quick brown fox jumps over the lazy dog. Don't stop; it's fine.",
@@ -411,7 +411,7 @@ def _refused(path, *names):
         else:
             load_tokenizer(path)
     message = str(info.value)
-    assert "\n" not in message and isinstance(info.value, DataError)
+    assert "\n" not in message and isinstance(info.value, FileError)
     for name in names:
         assert name in message, (name, message)
     return message
@@ -496,8 +496,8 @@ def test_an_oversized_file_is_refused_before_it_is_read(tmp_path):
     path = tmp_path / "tokenizer.json"
     with open(path, "wb") as file:
         file.truncate(MAX_FILE_BYTES + 1)  # sparse: takes no room on the disk
-    _refused(tmp_path, str(path), "over the limit")
-    _refused(path, str(path), "over the limit")
+    _refused(tmp_path, str(path), "more than the limit of 104,857,600 bytes")
+    _refused(path, str(path), "more than the limit of 104,857,600 bytes")
 
 
 def test_gpt2_files_are_checked_too(tmp_path):
@@ -507,7 +507,7 @@ def test_gpt2_files_are_checked_too(tmp_path):
     _write(tmp_path, "#version: 0.2\na  b\n", name="merges.txt")
     _refused(tmp_path, f"{merges}: line 2", "two tokens")
     (tmp_path / "merges.txt").write_bytes(b"a b\n\xff\n")
-    _refused(tmp_path, "merges.txt", "not UTF-8")
+    _refused(tmp_path, "merges.txt", "line 2", "invalid UTF-8")
     _write(tmp_path, {"a": 0, "b": 1, "ab": -2}, name="vocab.json")
     _refused(tmp_path, "vocab.json: 'ab'", "out of range")
 

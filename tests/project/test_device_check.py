@@ -88,6 +88,18 @@ def test_with_cupy_but_no_device_the_check_refuses_at_once_in_one_line(tmp_path)
     assert_refused_in_one_line(run, seconds, tmp_path / "out", "cudaErrorNoDevice")
 
 
+@pytest.mark.parametrize("make", ["file", "inside-a-file"])
+def test_an_out_dir_that_cannot_be_a_folder_is_one_line(tmp_path, make):
+    """A file given as OUT_DIR ended in makedirs' traceback."""
+    (tmp_path / "file").write_text("not a folder\n")
+    out_dir = tmp_path / "file" if make == "file" else tmp_path / "file" / "out"
+    run, _ = run_check(out_dir, "--rehearse")
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert lines[0].startswith(f"device_check: {out_dir}: "), lines[0]
+    assert (tmp_path / "file").read_text() == "not a folder\n"
+
+
 # ------------------------------------------------------------ losses
 
 
