@@ -9,7 +9,11 @@ To tell which flags the user gave, every one of these flags has the
 default None in the parser.
 """
 
+from minitrans.data.tasks import CORPUS
 from minitrans.training import experiment
+
+# The command line's task of a corpus of one's own: train translate --data FILE.
+CORPUS_COMMAND = "translate"
 
 # argparse destination, which is also the config's field -> (flag, the config that keeps it)
 FIXED = {
@@ -51,8 +55,8 @@ def check_unchanged(args, saved):
     """Refuse, in one line, every flag in ``args`` that asks ``saved`` (a
     SavedRun) for another task, data or size than it has."""
     offending = []
-    if args.task != saved.train_config.task:
-        offending.append(f"task {args.task} (checkpoint: {saved.train_config.task})")
+    if args.task != command_task(saved):
+        offending.append(f"task {args.task} (checkpoint: {command_task(saved)})")
     for field, (flag, where) in FIXED.items():
         given = getattr(args, field, None)  # None: not given (or no such flag in this version)
         stored = saved_value(saved, where, field)
@@ -64,6 +68,13 @@ def check_unchanged(args, saved):
             f"--resume {saved.path}: these cannot change when a run is resumed: "
             f"{', '.join(offending)}; drop them, or start a new run without --resume"
         )
+
+
+def command_task(saved):
+    """The task the command line names to train ``saved`` (a SavedRun):
+    CORPUS_COMMAND for the corpus task, else the task itself."""
+    task = saved.train_config.task
+    return CORPUS_COMMAND if task == CORPUS else task
 
 
 def changes(args, saved):

@@ -12,7 +12,7 @@ import sys
 from minitrans.cli import finetune, flags, resume_flags
 from minitrans.data import corpus
 from minitrans.data.bpe import MAX_MERGES
-from minitrans.data.tasks import TASKS
+from minitrans.data.tasks import CORPUS, TASKS
 from minitrans.layers.add_norm import NORMS
 from minitrans.layers.feedforward import FEED_FORWARDS
 from minitrans.layers.positional import POSITIONS
@@ -28,7 +28,7 @@ def per_task(key):
     """The default of a train flag for each task, in words, read from
     ``experiment.TASK_DEFAULTS`` (else the TrainConfig or ModelConfig
     default): "copy 2000, reverse 3000, translate 3000, --data 20000, lm 4000",
-    where "--data" stands for TASK_DEFAULTS' "tsv", a user's corpus, or
+    where "--data" stands for TASK_DEFAULTS' CORPUS, a user's corpus, or
     "--data 4, the built-in tasks none" where only that one differs."""
     fallback = {f.name: f.default for config in (TrainConfig, ModelConfig)
                 for f in dataclasses.fields(config)}
@@ -37,10 +37,10 @@ def per_task(key):
     shown = {task: "none" if value is None else str(value) for task, value in values.items()}
     if len(set(shown.values())) == 1:
         return next(iter(shown.values()))
-    others = {value for task, value in shown.items() if task != "tsv"}
+    others = {value for task, value in shown.items() if task != CORPUS}
     if len(others) == 1:  # only a corpus of one's own differs
-        return f"--data {shown['tsv']}, the built-in tasks {others.pop()}"
-    return ", ".join(f"{'--data' if task == 'tsv' else task} {value}"
+        return f"--data {shown[CORPUS]}, the built-in tasks {others.pop()}"
+    return ", ".join(f"{'--data' if task == CORPUS else task} {value}"
                      for task, value in shown.items())
 
 
@@ -174,7 +174,7 @@ def run(args):
     if args.resume:
         trainer = resume(args, progress)
     else:
-        out = flags.new_run_folder(args, args.task)
+        out = flags.new_run_folder(args, CORPUS if args.data is not None else args.task)
         schedule = (
             "steps",
             "batch_size",
@@ -245,7 +245,12 @@ def run(args):
 
 def check_corpus_flags(args):
     """Refuse the flags that only a corpus (--data) uses when none is given:
-    they would be ignored, or recorded without meaning anything."""
+    they would be ignored, or recorded without meaning anything; and a
+    corpus given to another task than translate, which it would not be."""
+    if args.data is not None and args.task != resume_flags.CORPUS_COMMAND:
+        raise ValueError(f"--data: a corpus of your own trains with the "
+                         f"{resume_flags.CORPUS_COMMAND} task (minitrans train "
+                         f"{resume_flags.CORPUS_COMMAND} --data FILE), got {args.task}")
     if args.data is not None or args.resume:
         return
     for name in ("valid", "level", "merges"):

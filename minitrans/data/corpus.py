@@ -5,10 +5,13 @@ measured, since a token that is <unk> can never be predicted.
 A TSV file can hold a line of a megabyte; taken as it is, it would make
 learning merges slow and the model's positional table (``max_len``) as long
 as the line, so such pairs are skipped twice: by characters before merges are
-learned, by tokens once the text is tokenised.
+learned, by tokens once the text is tokenised. Each side of a pair is split
+into tokens once (``read_corpus``): the same tokens decide which pairs are
+kept, build the vocabulary and size the model.
 """
 
 import pathlib
+from typing import NamedTuple
 
 from minitrans.core import backend, checks
 from minitrans.data.bpe import MAX_MERGES
@@ -30,10 +33,22 @@ UNKNOWN_WARNING = 0.01
 MERGE_SHARE_PAIRS = 100
 
 
+class Corpus(NamedTuple):
+    """A TSV corpus read, split, tokenised and measured (``read_corpus``)."""
+
+    tokenizer: Tokenizer
+    train: list  # (source, target) text pairs
+    valid: list
+    train_tokens: list  # (source tokens, target tokens) of each pair of train
+    valid_tokens: list  # the same of valid
+    description: str
+
+
 def read_corpus(
     train_path, valid_path=None, level="bpe", merges=None, valid_fraction=0.1, seed=0, bpe=None
 ):
-    """(tokenizer, train pairs, valid pairs, description) of a TSV corpus.
+    """A Corpus: the pairs of a TSV corpus, and their tokens, each side
+    split once.
 
     1. Pairs with a side longer than MAX_CHARACTERS characters are skipped.
     2. Without ``valid_path``, a seeded random ``valid_fraction`` of the pairs
@@ -43,7 +58,8 @@ def read_corpus(
        both sides together as the paper shares them (``learn_subwords``),
        unless ``bpe`` gives them (a resumed run's); ``merges=None``: every
        merge of a pair seen at least ``merge_floor`` times.
-    4. Pairs with a side longer than MAX_TOKENS tokens are skipped.
+    4. Each side is split into tokens, and pairs with a side longer than
+       MAX_TOKENS tokens are skipped.
     The description says how many pairs were held out and skipped; a corpus
     with nothing left to train on is refused with a DataError.
     """
@@ -53,7 +69,7 @@ def read_corpus(
     checks.check_choice("level", level, Tokenizer.LEVELS)
     checks.check_int("merges", merges, low=0, allow_none=True)
     pairs, skipped = too_long(read_tsv(train_path), len, MAX_CHARACTERS)
-    description = f"tsv: translation pairs from {pathlib.Path(train_path).name} ({level} level)"
+    description = f"translation pairs from {pathlib.Path(train_path).name} ({level} level)"
     if valid_path is not None:
         valid, skipped_valid = too_long(read_tsv(valid_path), len, MAX_CHARACTERS)
         train, skipped = pairs, skipped + skipped_valid
@@ -66,29 +82,29 @@ def read_corpus(
             description += f" (and dropped {len(pairs) - len(train) - len(valid)} repeats of them)"
     _nothing_left(train_path, train, f"{MAX_CHARACTERS} characters")
     _nothing_left(valid_path, valid, f"{MAX_CHARACTERS} characters")
-    if level != "bpe":
-        tokenizer = Tokenizer(level)
-    elif bpe is not None:
-        tokenizer = Tokenizer("bpe", bpe)
-    else:
-        texts = [text for pair in train for text in pair]
-        if merges is None:
-            tokenizer = learn_subwords(texts, MAX_MERGES, merge_floor(len(train)))
-        else:
-            tokenizer = learn_subwords(texts, merges)
+    tokenizer = _tokenizer(train, level, merges, bpe)
     if skipped:
         description += skipped_note(skipped, MAX_CHARACTERS, "characters")
-
-    def tokens(text):
-        return len(tokenizer.split(text))
-
-    train, skipped = too_long(train, tokens, MAX_TOKENS)
-    valid, skipped_valid = too_long(valid, tokens, MAX_TOKENS)
+    train, train_tokens, skipped = tokenised(tokenizer, train, MAX_TOKENS)
+    valid, valid_tokens, skipped_valid = tokenised(tokenizer, valid, MAX_TOKENS)
     if skipped + skipped_valid:
         description += skipped_note(skipped + skipped_valid, MAX_TOKENS, "tokens")
     _nothing_left(train_path, train, f"{MAX_TOKENS} tokens")
     _nothing_left(valid_path or train_path, valid, f"{MAX_TOKENS} tokens")
-    return tokenizer, train, valid, description
+    return Corpus(tokenizer, train, valid, train_tokens, valid_tokens, description)
+
+
+def _tokenizer(train, level, merges, bpe):
+    """The Tokenizer of ``level``: at level "bpe" with the merges of ``bpe``
+    where given, else with merges learned from the ``train`` pairs."""
+    if level != "bpe":
+        return Tokenizer(level)
+    if bpe is not None:
+        return Tokenizer("bpe", bpe)
+    texts = [text for pair in train for text in pair]
+    if merges is None:
+        return learn_subwords(texts, MAX_MERGES, merge_floor(len(train)))
+    return learn_subwords(texts, merges)
 
 
 def merge_floor(pairs):
@@ -124,15 +140,15 @@ def hold_out(path, pairs, fraction, seed):
     return train, valid
 
 
-def vocabulary_extras(tokenizer, train):
-    """The tokens a vocabulary over ``train`` also needs, beyond those its
-    texts give: at level "bpe", every merge's product and every character
-    seen, with and without the end-of-word marker, so that a new word made of
-    seen characters is never <unk>, however its pieces fall; none at char or
-    word level."""
+def vocabulary_extras(tokenizer, train_tokens):
+    """The tokens a vocabulary over ``train_tokens`` ((source tokens, target
+    tokens) pairs) also needs, beyond those they hold: at level "bpe", every
+    merge's product and every character seen, with and without the
+    end-of-word marker, so that a new word made of seen characters is never
+    <unk>, however its pieces fall; none at char or word level."""
     if tokenizer.level != "bpe":
         return []
-    seen = {token for src, tgt in train for token in tokenizer.split(src) + tokenizer.split(tgt)}
+    seen = {token for src, tgt in train_tokens for token in src + tgt}
     return tokenizer.symbols() + characters(seen)
 
 
@@ -141,6 +157,19 @@ def too_long(pairs, length, limit):
     number skipped)."""
     kept = [pair for pair in pairs if max(length(pair[0]), length(pair[1])) <= limit]
     return kept, len(pairs) - len(kept)
+
+
+def tokenised(tokenizer, pairs, limit):
+    """(the pairs whose sides both have at most ``limit`` tokens, their
+    (source tokens, target tokens), the number skipped); each side is split
+    once."""
+    kept, tokens = [], []
+    for pair in pairs:
+        sides = (tokenizer.split(pair[0]), tokenizer.split(pair[1]))
+        if max(len(sides[0]), len(sides[1])) <= limit:
+            kept.append(pair)
+            tokens.append(sides)
+    return kept, tokens, len(pairs) - len(kept)
 
 
 def skipped_note(count, limit, unit):

@@ -16,6 +16,10 @@ The built-in tasks, generated here deterministically from a seed:
     numbers    digits to number words in three languages (data.language_tasks)
     dates      dates written out in five languages to ISO 8601 (data.language_tasks)
 
+A corpus of one's own ("source<TAB>target" lines, ``task_from_tsv``) is the
+task named CORPUS ("corpus"); the command line trains it with
+``minitrans train translate --data FILE``.
+
 Validation sources never appear in the training data, so the validation
 score measures generalisation, not memory.
 """
@@ -30,6 +34,7 @@ from minitrans.data.tokenizer import Tokenizer
 from minitrans.data.vocab import Vocab
 
 KINDS = ("seq2seq", "lm")
+CORPUS = "corpus"  # the name of a task read from a user's TSV corpus
 
 
 @dataclasses.dataclass
@@ -41,6 +46,14 @@ class Task:
     tokenizer:  splits the texts into tokens
     vocab:      one vocabulary shared by source and target
     train, valid: lists of (source_text, target_text) pairs
+    max_length: the longest source + target + 2 (<bos>, <eos>) over all
+                pairs, counted once when the task is built (a builder that
+                has split the pairs already gives it; otherwise they are
+                split here). The positional encoding (config.max_len) must
+                cover it: that bounds a language model's <bos> + source +
+                target + <eos>, and the longest side of an encoder-decoder
+                pair with its <bos> or <eos>. 0: a task restored without its
+                data.
     """
 
     name: str
@@ -50,9 +63,12 @@ class Task:
     train: list
     valid: list
     description: str = ""
+    max_length: int = None
 
     def __post_init__(self):
         checks.check_choice("kind", self.kind, KINDS)
+        if self.max_length is None:
+            self.max_length = longest_pair(split_pairs(self.tokenizer, self.train + self.valid))
 
     def encode_pair(self, src_text, tgt_text):
         """Two texts -> (src_ids, tgt_ids), lists of ints without specials."""
@@ -74,17 +90,22 @@ class Task:
             return make_seq2seq_batch(encoded)
         return make_lm_batch([src + tgt for src, tgt in encoded])
 
-    def max_length(self):
-        """The longest source + target + 2 (<bos>, <eos>) over all pairs.
 
-        The positional encoding (config.max_len) must cover it: that bounds a
-        language model's <bos> + source + target + <eos>, and the longest
-        side of an encoder-decoder pair with its <bos> or <eos>.
-        """
-        lengths = (
-            len(s) + len(t) + 2 for s, t in (self.encode_pair(*p) for p in self.train + self.valid)
-        )
-        return max(lengths, default=0)  # 0: a task restored without its data
+def split_pairs(tokenizer, pairs):
+    """(source tokens, target tokens) of each (source, target) text pair."""
+    return [(tokenizer.split(src), tokenizer.split(tgt)) for src, tgt in pairs]
+
+
+def longest_pair(token_pairs):
+    """The longest source + target + 2 (<bos>, <eos>) over (source tokens,
+    target tokens) pairs; 0 for none."""
+    return max((len(src) + len(tgt) + 2 for src, tgt in token_pairs), default=0)
+
+
+def shared_vocab(train_tokens, extra_tokens=()):
+    """One vocabulary for both sides, from the training pairs' tokens (and
+    ``extra_tokens``)."""
+    return Vocab.build([src + tgt for src, tgt in train_tokens] + [list(extra_tokens)])
 
 
 # ------------------------------------------------------------ built-in tasks
@@ -129,14 +150,15 @@ def _generated_task(name, kind, level, draw, capacity, extra_tokens, description
     rng = backend.host_rng(seed)
     pairs = _distinct_pairs(draw, num_valid + num_train, rng, capacity)
     valid, train = pairs[:num_valid], pairs[num_valid:]
-    tokenizer = Tokenizer(level)
-    vocab = _shared_vocab(tokenizer, train, extra_tokens)
-    return Task(name, kind, tokenizer, vocab, train, valid, description)
+    return _split_task(name, kind, Tokenizer(level), train, valid, extra_tokens, description)
 
 
-def _shared_vocab(tokenizer, pairs, extra_tokens=()):
-    token_lists = [tokenizer.split(src) + tokenizer.split(tgt) for src, tgt in pairs]
-    return Vocab.build(token_lists + [list(extra_tokens)])
+def _split_task(name, kind, tokenizer, train, valid, extra_tokens, description):
+    """A Task whose pairs are split into tokens once, for the vocabulary
+    (from ``train``) and the longest pair alike."""
+    train_tokens = split_pairs(tokenizer, train)
+    return Task(name, kind, tokenizer, shared_vocab(train_tokens, extra_tokens), train, valid,
+                description, longest_pair(train_tokens + split_pairs(tokenizer, valid)))
 
 
 def _copy_task(seed, num_train, num_valid):
@@ -179,9 +201,8 @@ def _addition_task(seed, num_train, num_valid):
     order = backend.host_rng(seed).permutation(NUM_ADDITIONS).tolist()
     valid = [pairs[i] for i in order[:num_valid]]
     train = [pairs[i] for i in order[num_valid : num_valid + num_train]]
-    tokenizer = Tokenizer("char")
-    vocab = _shared_vocab(tokenizer, train, DIGITS + "+=")
-    return Task("lm", "lm", tokenizer, vocab, train, valid, TASKS["lm"].description)
+    return _split_task("lm", "lm", Tokenizer("char"), train, valid, DIGITS + "+=",
+                       TASKS["lm"].description)
 
 
 def _language_task(name):
@@ -236,7 +257,8 @@ def load_task(name, seed=0, num_train=None, num_valid=None):
 
 def task_from_tsv(train_path, valid_path=None, level="bpe", merges=None, valid_fraction=0.1,
                   seed=0, bpe=None):
-    """A translation task from "source<TAB>target" files (see data.read_tsv).
+    """The CORPUS task: translation pairs from "source<TAB>target" files
+    (see data.read_tsv), read, split into tokens and measured once.
 
     Without ``valid_path``, a seeded random ``valid_fraction`` of the pairs
     is held out for validation; pairs too long to train on are skipped; at
@@ -247,8 +269,8 @@ def task_from_tsv(train_path, valid_path=None, level="bpe", merges=None, valid_f
     characters never seen in training can be unknown: see
     ``corpus.vocabulary_extras``).
     """
-    tokenizer, train, valid, description = corpus.read_corpus(
-        train_path, valid_path, level, merges, valid_fraction, seed, bpe
-    )
-    vocab = _shared_vocab(tokenizer, train, corpus.vocabulary_extras(tokenizer, train))
-    return Task("tsv", "seq2seq", tokenizer, vocab, train, valid, description)
+    read = corpus.read_corpus(train_path, valid_path, level, merges, valid_fraction, seed, bpe)
+    extras = corpus.vocabulary_extras(read.tokenizer, read.train_tokens)
+    return Task(CORPUS, "seq2seq", read.tokenizer, shared_vocab(read.train_tokens, extras),
+                read.train, read.valid, f"{CORPUS}: {read.description}",
+                longest_pair(read.train_tokens + read.valid_tokens))

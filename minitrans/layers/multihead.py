@@ -10,7 +10,7 @@ from minitrans.layers.rotary import RotaryEmbedding
 
 class MultiHeadAttention(Module):
     """MultiHead(x, memory) = Concat(head_1, ..., head_h) W_O,
-    head_i = Attention(x W_Q^i, memory W_K^i, memory W_V^i).
+    head_i = Attention(x W_Q^i, memory W_K^i, memory W_V^i)   (paper §3.2.2).
 
     Self-attention: ``forward(x, mask=...)``, memory is x itself.
     Cross-attention: ``forward(x, memory, mask=...)``, queries from the
@@ -33,45 +33,27 @@ class MultiHeadAttention(Module):
 
     Four separate projections, not one fused x [W_Q | W_K | W_V]: they are
     what Figure 2 draws and what a student can check against the equations.
-    The fused product gained little of a training step, the products being
-    large already, too little to hide the paper's structure: the step times
-    before and after the split, ``python benchmarks/vs_pytorch.py
-    --no-decoding`` on both commits, are in benchmarks/results/vs_pytorch/.
-
     The key projection has no bias: a key bias b adds q . b to every score of
     a query's row, the same constant for every key, and softmax is blind to
-    constants added to a whole row. Its gradient would always be exactly
-    zero: a parameter that never learns. (Rotated by the key's position, a
-    key bias would no longer be one constant per row; Llama has none either.)
+    constants added to a whole row; its gradient would always be exactly
+    zero, a parameter that never learns.
 
     Parameters (Xavier-uniform weights, zero biases), the children
     W_Q, W_K, W_V, W_O, each a Linear(d_model, d_model): ``W_Q.W`` is W_Q,
     ``W_Q.b`` is b_Q; ``W_K`` has no ``b``.
 
-    ``d_k`` sets the width of a head apart from d_model (Table 3, rows A and
-    B vary it): W_Q, W_K, W_V are then Linear(d_model, h * d_k) and W_O is
-    Linear(h * d_k, d_model). By default d_k = d_model / h, as in the paper.
-    ``bias=False`` drops b_Q, b_V and b_O too (Llama has no biases).
-
-    Grouped-query attention (Ainslie et al., 2023): ``kv_heads`` key/value
-    heads (a divisor of h; None: h, multi-head attention as above; 1:
-    multi-query attention, Shazeer 2019) shared by groups of g = h / kv_heads
-    query heads. W_K and W_V project to kv_heads * d_k; query head i reads
-    key/value head i // g (as Hugging Face's ``repeat_kv``):
-        K, V:   (B, kv_heads, T_k, d_k), each head repeated g times -> (B, h, T_k, d_k)
-        dK, dV: the gradients of the h repeated heads, summed over each group
-    A key/value cache holds the kv_heads heads only, h / kv_heads times less.
-    That is the reference version of ``layers.grouped``; the fast one (the
-    default, and decoding's, ``attend``, which must not copy the cache g
-    times) repeats nothing: each key/value head meets the g query heads of
-    its group at once, as g T_q rows of queries.
-
-    Rotary positions (``rope=True``, Su et al. 2021; ``layers.rotary``):
-    after the projections and before attention, each head's queries and
-    keys are rotated by their positions, offset .. offset + T - 1:
-        Q = R(Q),  K = R(K)         backward: dQ = R^T(dQ),  dK = R^T(dK)
-    Self-attention only (``memory`` must be None): a query of the decoder
-    and a key of the source share no positions to take a distance between.
+    Variants beyond the paper, each the paper's attention by default:
+    * ``d_k``: the width of a head apart from d_model (Table 3, rows A and
+      B): W_Q, W_K, W_V are then Linear(d_model, h * d_k), W_O Linear(h *
+      d_k, d_model).
+    * ``bias=False``: no b_Q, b_V and b_O either, as Llama.
+    * ``kv_heads``: grouped-query attention, groups of h / kv_heads query
+      heads sharing one key/value head (1: multi-query attention), which
+      shrinks the key/value cache; lesson 22, section 4, and
+      ``layers.grouped``.
+    * ``rope=True``: rotary positions, the queries and keys of self-attention
+      rotated by their positions offset .. offset + T - 1; lesson 22,
+      section 2, and ``layers.rotary``.
 
     Inputs:
         x:      (B, T_q, d_model)

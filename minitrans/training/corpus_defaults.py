@@ -81,7 +81,7 @@ def explain(task, train_config, model_config, given):
                   "large": f"above {LARGE_CORPUS:,}"}[size]
         reasons.append(f"d_model {model_config.d_model} ({pairs:,} training pairs, {bounds})")
     reasons.append(f"max_len {model_config.max_len} (the longest pair has "
-                   f"{task.max_length()} tokens with <bos> and <eos>)")
+                   f"{task.max_length} tokens with <bos> and <eos>)")
     return "chosen for this corpus: " + "; ".join(reasons)
 
 

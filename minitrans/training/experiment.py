@@ -7,14 +7,14 @@ import os
 from minitrans.core import backend
 from minitrans.core.memory_budget import check_fits, model_bytes, training_bytes
 from minitrans.data import BPE, Tokenizer, Vocab
-from minitrans.data.tasks import Task, load_task, task_from_tsv
+from minitrans.data.tasks import CORPUS, Task, load_task, task_from_tsv
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
 from minitrans.training.run_files import checkpoint
 from minitrans.training import corpus_defaults
 from minitrans.training.optimisation.parallel import default_workers
-from minitrans.training.run_files.records import check_records
+from minitrans.training.run_files.records import check_records, read_task_names
 from minitrans.training.trainer import TrainConfig, Trainer
 
 # numbers and dates (the real-language tasks), char level, one setting for
@@ -47,12 +47,12 @@ TASK_DEFAULTS = {
         "train": dict(steps=3000, batch_size=64, warmup=400, lr_factor=1.0, eval_every=250,
                       target_exact_match=0.98),
     },
-    # A user's corpus (--data): sizes and stopping chosen from the corpus
-    # (training.corpus_defaults), at half the translate task's learning rate
-    # (at the full rate held-out exact match swung between 53% and 95% on
-    # written dates); the model sizes here are those of a corpus of 2,000 to
-    # 100,000 pairs, as the help text shows them.
-    "tsv": {
+    # A user's corpus (train translate --data FILE): sizes and stopping
+    # chosen from the corpus (training.corpus_defaults), at half the translate
+    # task's learning rate (at the full rate held-out exact match swung between
+    # 53% and 95% on written dates); the model sizes here are those of a
+    # corpus of 2,000 to 100,000 pairs, as the help text shows them.
+    CORPUS: {
         "model": corpus_defaults.sizes("medium"),
         "train": corpus_defaults.training_settings(),
     },
@@ -68,9 +68,11 @@ TASK_DEFAULTS = {
 
 
 def build_task(train_config, bpe=None):
-    """The task a TrainConfig names: a built-in one, or one read from TSV
-    (with the merges of ``bpe``, a ``data.BPE``, where given, instead of
-    learning them)."""
+    """The task a TrainConfig names: a built-in one, or the CORPUS task read
+    from its ``data`` (with the merges of ``bpe``, a ``data.BPE``, where
+    given, instead of learning them)."""
+    if train_config.task == CORPUS and train_config.data is None:
+        raise ValueError(f"data: the {CORPUS} task reads a TSV file, got None")
     if train_config.data is not None:
         return task_from_tsv(train_config.data, train_config.valid, level=train_config.level,
                              merges=train_config.merges, seed=train_config.seed, bpe=bpe)
@@ -86,20 +88,22 @@ def stored_tokenizer(records):
 
 def model_config_for(task, **overrides):
     """A ModelConfig sized for ``task`` (its defaults, then ``overrides``)."""
-    if task.name == "tsv":  # a user's corpus: sized from the corpus
+    if task.name == CORPUS:  # a user's corpus: sized from the corpus
         sizes = corpus_defaults.model_sizes(task)
     else:
         sizes = dict(TASK_DEFAULTS.get(task.name, TASK_DEFAULTS["translate"])["model"])
     sizes.update({key: value for key, value in overrides.items() if value is not None})
-    sizes.setdefault("max_len", max(64, task.max_length() + 8))
+    sizes.setdefault("max_len", max(64, task.max_length + 8))
     return ModelConfig(vocab_size=len(task.vocab), decoder_only=task.kind == "lm", **sizes)
 
 
 def train_config_for(task_name, **overrides):
-    """A TrainConfig for ``task_name`` (its defaults, those of "tsv" with
-    ``data``, then ``overrides``)."""
-    defaults = "tsv" if overrides.get("data") is not None else task_name
-    settings = dict(TASK_DEFAULTS.get(defaults, TASK_DEFAULTS["translate"])["train"])
+    """A TrainConfig for ``task_name`` (its defaults, then ``overrides``);
+    with ``data``, a corpus of one's own, for the CORPUS task and its
+    defaults."""
+    if overrides.get("data") is not None:
+        task_name = CORPUS
+    settings = dict(TASK_DEFAULTS.get(task_name, TASK_DEFAULTS["translate"])["train"])
     settings.update({key: value for key, value in overrides.items() if value is not None})
     return TrainConfig(task=task_name, **settings)
 
@@ -117,9 +121,9 @@ def new_trainer(train_config, model_overrides=None, **trainer_options):
         learned = len(task.tokenizer.bpe.merges) if task.tokenizer.level == "bpe" else 0
         train_config = dataclasses.replace(train_config, merges=learned)
     config = model_config_for(task, **(model_overrides or {}))
-    if task.max_length() > config.max_len:
+    if task.max_length > config.max_len:
         raise ValueError(
-            f"max_len: the task has sequences of {task.max_length()} tokens, "
+            f"max_len: the task has sequences of {task.max_length} tokens, "
             f"longer than the model's max_len={config.max_len}"
         )
     check_training_fits(config, train_config, task)
@@ -132,9 +136,9 @@ def check_training_fits(config, train_config, task):
     than the machine has (``minitrans.core.memory_budget``)."""
     batch_size = min(train_config.batch_size, len(task.train))  # batches never hold more
     workers = train_config.workers or default_workers()
-    needed = training_bytes(config, batch_size, task.max_length(), workers,
+    needed = training_bytes(config, batch_size, task.max_length, workers,
                             average=train_config.average_decay > 0)
-    check_fits(config, needed, f"training on batches of {batch_size} x {task.max_length()} tokens")
+    check_fits(config, needed, f"training on batches of {batch_size} x {task.max_length} tokens")
 
 
 # What may change when a run is resumed: how long and how it trains on.
@@ -171,6 +175,7 @@ def read_run(path):
         "records",
     )
     check_records(path, records, arrays)  # before a model of the sizes it names is built
+    records = read_task_names(records)
     with checkpoint.reading(path):
         train_config = TrainConfig(**records["train_config"])
         config = ModelConfig.from_dict(records["model_config"])
@@ -222,6 +227,7 @@ def load_trained(path):
     arrays, records = checkpoint.load_checkpoint(path)
     checkpoint.require(path, records, ["model_config", "task", "vocab"], "records")
     check_records(path, records, arrays)  # before a model of the sizes it names is built
+    records = read_task_names(records)
     with checkpoint.reading(path):
         config = ModelConfig.from_dict(records["model_config"])
     check_fits(config, model_bytes(config), f"the model of {path}")  # not the file's fault

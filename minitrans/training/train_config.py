@@ -14,7 +14,7 @@ from minitrans.training.optimisation.parallel import MAX_WORKERS
 class TrainConfig:
     """What to train on and how; the model's sizes are in ``ModelConfig``."""
 
-    task: str = "copy"  # a built-in task, or "translate" with data
+    task: str = "copy"  # a built-in task, or "corpus" with data (train translate --data FILE)
     data: str = None  # a TSV file of "source<TAB>target" lines
     valid: str = None  # held-out TSV; default: a slice of data
     level: str = "bpe"  # tokenisation of TSV data: "bpe" (sub-words), "char" or "word"

@@ -134,7 +134,7 @@ def test_every_flag_says_what_it_means_and_its_default(name, parser):
         if len(set(per_task.values())) == 1:  # the same for every task: said once
             assert f"(default: {per_task['copy']})" in action.help, f"{flag}: {action.help!r}"
         for task, value in per_task.items():
-            label = "--data" if task == "tsv" else task  # a user's corpus
+            label = "--data" if task == "corpus" else task  # a user's corpus
             assert f"{label} {value}" in action.help or len(set(per_task.values())) == 1, flag
 
 

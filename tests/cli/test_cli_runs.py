@@ -306,3 +306,43 @@ def test_the_options_after_the_paper_reach_the_model(tmp_path):
     resumed = run("train", "copy", "--resume", out / "checkpoint.npz", "--steps", "6",
                   "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_corpus_trains_with_the_translate_task_only(tmp_path):
+    """The old code trained `train copy --data FILE` as a corpus recorded under
+    the task copy, which then had to be resumed as copy."""
+    (tmp_path / "pairs.tsv").write_text("a b\tx\nc d\ty\n", encoding="utf-8")
+    one_line_error(run("train", "copy", "--data", "pairs.tsv", "--steps", "2", *TINY,
+                       cwd=tmp_path),
+                   "--data", "minitrans train translate --data FILE", "got copy")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_checkpoint_calling_the_corpus_tsv_resumes_and_translates(tmp_path):
+    """A corpus run's checkpoint as older files name it ("tsv", and the
+    command line's "translate" in train_config) resumes with `train translate
+    --resume`, writing the one name, and translates."""
+    import json
+
+    import numpy as np
+
+    (tmp_path / "numbers.tsv").write_text(
+        "".join(f"a b {i}\tx {i} y\n" for i in range(30)), encoding="utf-8")
+    first = run("train", "translate", "--data", "numbers.tsv", "--steps", "2", "--eval-every",
+                "2", *TINY, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    with np.load(tmp_path / "runs" / "numbers" / "checkpoint.npz") as stored:
+        entries = {key: stored[key] for key in stored.files}
+    task, config = (json.loads(str(entries[f"json/{name}"])) for name in ("task", "train_config"))
+    assert task["name"] == config["task"] == "corpus"
+    entries["json/task"] = np.array(json.dumps({**task, "name": "tsv"}))
+    entries["json/train_config"] = np.array(json.dumps({**config, "task": "translate"}))
+    np.savez(tmp_path / "old.npz", **entries)
+    resumed = run("train", "translate", "--resume", "old.npz", "--steps", "4", "--out", "more",
+                  "--no-progress", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    records = load_checkpoint(tmp_path / "more" / "checkpoint.npz")[1]
+    assert records["step"] == 4 and records["task"]["name"] == records["train_config"]["task"]
+    assert records["task"]["name"] == "corpus"
+    translated = run("translate", "--checkpoint", "old.npz", "a b 3", cwd=tmp_path)
+    assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated

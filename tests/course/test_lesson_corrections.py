@@ -61,7 +61,7 @@ def test_lesson_13_gives_each_tasks_default_warmup():
     for value, task in re.findall(r"\b(\d+)\b|`([a-z]+)`|corpus of one's own", sentence):
         number = int(value) if value else number
         if not value:
-            stated[task or "tsv"] = number
+            stated[task or "corpus"] = number
     expected = {task: settings["train"]["warmup"]
                 for task, settings in experiment.TASK_DEFAULTS.items()}
     assert stated == expected

@@ -103,7 +103,7 @@ def test_pairs_too_long_are_skipped_and_counted(tmp_path):
     task = task_from_tsv(path)
     assert "skipped 1 pair longer than 1000 characters a side" in task.description
     assert "skipped 1 pair longer than 256 tokens a side" in task.description
-    assert task.max_length() < 20
+    assert task.max_length < 20
     assert experiment.model_config_for(task).max_len == 64
 
 
@@ -257,7 +257,7 @@ def test_too_many_merges_are_refused_before_they_are_used(bpe_checkpoint, tmp_pa
 
 def test_merges_beside_a_word_level_task_are_refused(bpe_checkpoint, tmp_path):
     _, folder = bpe_checkpoint
-    task = {"name": "tsv", "kind": "seq2seq", "level": "word"}
+    task = {"name": "corpus", "kind": "seq2seq", "level": "word"}
     with pytest.raises(CheckpointError) as info:
         experiment.load_trained(spoilt(folder, tmp_path, task=task))
     assert "a record of merges is there while the task's level is 'word'" in str(info.value)
@@ -265,9 +265,11 @@ def test_merges_beside_a_word_level_task_are_refused(bpe_checkpoint, tmp_path):
 
 def test_data_gets_the_defaults_tuned_for_a_user_s_corpus():
     """With --data: bpe level, merges chosen from the corpus (None until
-    learned) and the "tsv" schedule (half the translate task's learning
-    rate, patience); a built-in task keeps its own."""
+    learned) and the corpus task's schedule (half the translate task's
+    learning rate, patience); a built-in task keeps its own."""
     with_data = experiment.train_config_for("translate", data="pairs.tsv")
     assert (with_data.level, with_data.merges, with_data.lr_factor) == ("bpe", None, 0.5)
     assert (with_data.patience, with_data.max_minutes) == (4, 15.0)
     assert experiment.train_config_for("translate").lr_factor == 1.0
+    assert (with_data.task, experiment.train_config_for("translate").task) == (
+        "corpus", "translate")

@@ -285,3 +285,24 @@ def test_float32_x_into_float64_layer_is_rejected(backend_name, randn):
 def test_backward_before_forward_raises_runtime_error(backend_name, randn):
     with pytest.raises(RuntimeError, match="forward"):
         MultiHeadAttention(D_MODEL, H, rng=0).backward(randn(B, T_Q, D_MODEL))
+
+
+def test_the_docstring_tells_the_paper_first_then_points_each_variant_to_its_lesson():
+    """The old docstring interleaved grouped-query attention, rotary
+    positions and the history of a benchmark with the paper's attention."""
+    import pathlib
+    import re
+
+    doc = MultiHeadAttention.__doc__
+    paper, variants = doc.split("Variants beyond the paper")
+    assert "§3.2.2" in paper and "Figure 2" in paper
+    for word in ("grouped", "rotary", "kv_heads", "rope"):
+        assert word not in paper.lower(), word
+    assert "benchmark" not in doc.lower() and "commit" not in doc.lower()
+    lessons = pathlib.Path(__file__).parents[2] / "lessons"
+    for variant, heading in (("kv_heads", "Grouped-query attention"),
+                             ("rope=True", "Rotary positions")):
+        item = next(item for item in variants.split("* ") if item.startswith(f"``{variant}``"))
+        lesson, section = re.search(r"lesson (\d+), section (\d+)", " ".join(item.split())).groups()
+        (path,) = lessons.glob(f"{int(lesson):02d}_*.py")
+        assert f"# ## {section}. {heading}" in path.read_text(encoding="utf-8"), (variant, path)

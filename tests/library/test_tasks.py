@@ -84,9 +84,9 @@ def test_max_length_is_the_longest_pair_with_its_specials(name):
         len(task.tokenizer.split(s)) + len(task.tokenizer.split(t)) + 2
         for s, t in task.train + task.valid
     ]
-    assert task.max_length() == max(tokens)
+    assert task.max_length == max(tokens)
     batch = task.make_batch(task.train + task.valid)
-    assert batch.tgt_in.shape[1] + 1 <= task.max_length()
+    assert batch.tgt_in.shape[1] + 1 <= task.max_length
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -96,7 +96,7 @@ def test_make_batch_gives_device_arrays_a_model_accepts(backend_name, name):
     assert backend.is_array(batch.tgt_in) and backend.is_array(batch.tgt_out)
     assert batch.tgt_in.shape == batch.tgt_out.shape and batch.tgt_in.shape[0] == 5
     assert (backend.to_numpy(batch.tgt_in)[:, 0] == BOS_ID).all()
-    config = ModelConfig.preset("tiny", vocab_size=len(task.vocab), max_len=task.max_length(),
+    config = ModelConfig.preset("tiny", vocab_size=len(task.vocab), max_len=task.max_length,
                                 tie_embeddings=True, decoder_only=task.kind == "lm")
     if task.kind == "lm":
         assert batch.src is None

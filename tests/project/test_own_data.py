@@ -109,7 +109,7 @@ def test_the_inflection_corpus_is_lemminflect_s_lexicon():
 
 def test_the_output_of_a_run_is_read():
     lines = [
-        "task tsv: translation pairs from numbers.tsv (bpe level); held out 2000 ...",
+        "task corpus: translation pairs from numbers.tsv (bpe level); held out 2000 ...",
         "model: 1,015,403 parameters, ModelConfig(vocab_size=235, d_model=128, h=4)",
         "chosen for this corpus: 96 merges (every pair of symbols seen at least 180 times, ...)",
         "step 500: held-out loss 0.1, token accuracy 99.0%, exact match 90.0% (1000 pairs)",
