@@ -10,21 +10,19 @@ does without a second thought:
 * using a device array as an index or a size (``range(x)``: no
   ``__index__``), and copying host data with anything but
   ``asarray``/``array`` (``cupy.ascontiguousarray(host)`` raises),
-* NumPy's functions, generator methods and array attributes that CuPy does
-  not have (``errstate``, ``Generator.bit_generator``, ``setflags``: the
-  lists of ``core/cupy_differences.py``, read from CuPy 14.2 against NumPy 2.4).
+* NumPy's functions, generator methods and array attributes that CuPy lacks
+  (``errstate``, ``setflags``...: the lists of ``core/cupy_differences.py``).
 
 Code that does any of these works on the ``numpy`` backend and breaks on a
 GPU. ``StrictArray`` wraps a NumPy array and raises ``TypeError`` (or
 ``AttributeError``, as CuPy does) in exactly these cases, so the whole test
-suite can catch such leaks on a CPU. The ``namespace`` object plays the part
-of the ``cupy`` module: its functions take and return ``StrictArray``.
+suite can catch such leaks on a CPU; ``namespace`` plays the part of ``cupy``.
 
-What CuPy allows but makes slow is counted instead: every conversion to a
-host value (``float``, ``int``, ``bool``, ``item``, ``tolist``, ``get``,
-formatting) makes the CPU wait for the GPU to finish all the work queued
-before it. ``host_syncs.count_host_syncs()`` counts them, with the line of each, so
-that tests can hold a step of training or decoding to a budget.
+What CuPy allows but makes slow is counted instead, so that tests can hold a
+step of training or decoding to a budget: every conversion to a host value
+(``float``, ``item``, ``get``, formatting...), a wait for the GPU to finish
+all the work queued before it (``host_syncs.count_host_syncs()``), and every
+operation that would launch a kernel on a GPU (``launches.count_launches()``).
 """
 
 import contextlib
@@ -33,15 +31,22 @@ import types
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from minitrans.core import host_syncs
+from minitrans.core import host_syncs, launches
 from minitrans.core.cupy_differences import (GENERATOR_NOT_IN_CUPY, NDARRAY_NOT_IN_CUPY,
                                              NOT_IN_CUPY, not_in_cupy,
                                              refuse_cast_cupy_does_otherwise,
                                              refuse_repeated_targets)
 
-# Functions that copy host data to the "device", like ``cupy.asarray``
-# (``cupy.ascontiguousarray`` refuses a NumPy array).
+# What copies host data to the "device", like cupy.asarray (ascontiguousarray refuses)
 _HOST_TO_DEVICE = {"asarray", "array", "asanyarray"}
+
+
+def _host_value(kind, convert):
+    """A method of StrictArray giving ``convert(data)``, a host value: a sync."""
+    def method(self):
+        host_syncs.record(kind)
+        return convert(self._data)
+    return method
 
 
 class StrictArray(NDArrayOperatorsMixin):
@@ -54,10 +59,8 @@ class StrictArray(NDArrayOperatorsMixin):
 
     # -- what CuPy refuses ------------------------------------------------
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            "Implicit conversion of a device array to a NumPy array is not "
-            "allowed; use minitrans.to_numpy(x) or x.get() to copy it to the host"
-        )
+        raise TypeError("Implicit conversion of a device array to a NumPy array is not allowed; "
+                        "use minitrans.to_numpy(x) or x.get() to copy it to the host")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method not in ("__call__", "reduce", "accumulate", "outer"):
@@ -67,15 +70,18 @@ class StrictArray(NDArrayOperatorsMixin):
             )
         inputs = [x._data if type(x) is StrictArray else _unwrap(x, f"numpy.{ufunc.__name__}")
                   for x in inputs]
-        if "out" in kwargs:
-            kwargs["out"] = _unwrap(kwargs["out"], f"numpy.{ufunc.__name__}")
-        return _wrap(getattr(ufunc, method)(*inputs, **kwargs))
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = _unwrap(out, f"numpy.{ufunc.__name__}")
+        launches.record(ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}")
+        result = getattr(ufunc, method)(*inputs, **kwargs)
+        if isinstance(out, tuple) and len(out) == 1 and type(out[0]) is StrictArray:
+            return out[0]  # a += b gives back a itself, as CuPy does (flat views stay held)
+        return _wrap(result)
 
     def __array_function__(self, func, types_, args, kwargs):
-        raise TypeError(
-            f"numpy.{func.__name__} was called on a device array; "
-            f"use the backend's namespace (xp.{func.__name__})"
-        )
+        raise TypeError(f"numpy.{func.__name__} was called on a device array; "
+                        f"use the backend's namespace (xp.{func.__name__})")
 
     def __index__(self):
         raise TypeError(
@@ -89,33 +95,16 @@ class StrictArray(NDArrayOperatorsMixin):
         host_syncs.record("get")
         return self._data.copy()
 
-    def item(self):
-        host_syncs.record("item")
-        return self._data.item()
-
-    def tolist(self):
-        host_syncs.record("tolist")
-        return self._data.tolist()
-
-    def __float__(self):
-        host_syncs.record("float")
-        return float(self._data)
-
-    def __int__(self):
-        host_syncs.record("int")
-        return int(self._data)
-
-    def __bool__(self):
-        host_syncs.record("bool")
-        return bool(self._data)
+    item = _host_value("item", np.ndarray.item)
+    tolist = _host_value("tolist", np.ndarray.tolist)
+    __float__ = _host_value("float", float)
+    __int__ = _host_value("int", int)
+    __bool__ = _host_value("bool", bool)
+    __str__ = _host_value("str", str)
 
     def __format__(self, spec):
         host_syncs.record("format")
         return format(self._data if self._data.ndim else self._data.item(), spec)
-
-    def __str__(self):
-        host_syncs.record("str")
-        return str(self._data)
 
     def __repr__(self):
         host_syncs.record("repr")
@@ -124,16 +113,24 @@ class StrictArray(NDArrayOperatorsMixin):
     # -- array behaviour ----------------------------------------------------
 
     def __getitem__(self, key):
-        return _wrap(self._data[_unwrap(key, "indexing")])
+        key = _unwrap(key, "indexing")
+        parts = key if type(key) is tuple else (key,)  # by index arrays: a gather, else a view
+        if launches.counting() and any(isinstance(p, (np.ndarray, list)) for p in parts):
+            launches.record("gather")
+        return _wrap(self._data[key])
 
     def __setitem__(self, key, value):
         key = _unwrap(key, "indexing")
         refuse_repeated_targets(self._data, key)
         self._data[key] = _unwrap(value, "assignment")
+        launches.record("setitem")
 
     def astype(self, dtype, *args, **kwargs):
         refuse_cast_cupy_does_otherwise(self._data, np.dtype(dtype))
-        return _wrap(self._data.astype(dtype, *args, **kwargs))
+        result = self._data.astype(dtype, *args, **kwargs)
+        if result is not self._data:  # copy=False to the same dtype: no copy
+            launches.record("astype")
+        return _wrap(result)
 
     # The attributes read on every layer call, answered without __getattr__
     # (a third of the time the strict backend added to a step went there)
@@ -149,7 +146,7 @@ class StrictArray(NDArrayOperatorsMixin):
             raise not_in_cupy("cupy.ndarray", name)
         attribute = getattr(self._data, name)
         if callable(attribute):
-            return _wrap_function(attribute, name)
+            return _wrap_function(attribute, name, array=self)
         return _wrap(attribute)
 
     def __len__(self):
@@ -159,10 +156,11 @@ class StrictArray(NDArrayOperatorsMixin):
         return (_wrap(row) for row in self._data)
 
     def __copy__(self):
+        launches.record("copy")
         return StrictArray(self._data.copy())
 
     def __deepcopy__(self, memo):
-        return StrictArray(self._data.copy())
+        return self.__copy__()
 
     def __reduce__(self):
         raise TypeError("device arrays cannot be pickled; use minitrans.to_numpy first")
@@ -229,14 +227,32 @@ def _wrap(value):
     return value
 
 
-def _wrap_function(function, name, allow_host=False):
-    where = f"xp.{name}"
+def _record_copy(kind, source, result):
+    """After a view-or-copy call (``reshape``, ``asarray``): a launch if it
+    copied the device array ``source``, a transfer if ``source`` is host data."""
+    if type(source) is not StrictArray:
+        launches.record(f"transfer ({kind})")
+    elif isinstance(result, np.ndarray) and not np.may_share_memory(result, source._data):
+        launches.record(f"copy ({kind})")
+
+
+def _wrap_function(function, name, allow_host=False, kind=None, array=None):
+    """``function`` on device arrays; ``array``: the StrictArray whose method
+    it is. Each call that would launch a kernel is recorded as ``kind``."""
+    where, kind = f"xp.{name}", kind or name
+    launches_one = name not in launches.NO_LAUNCH and name not in launches.VIEW_OR_COPY
 
     def wrapped(*args, **kwargs):
+        source = array if array is not None or not args else args[0]
         args = _unwrap(args, where, allow_host)
         if kwargs:
             kwargs = _unwrap(kwargs, where, allow_host)
-        return _wrap(function(*args, **kwargs))
+        result = function(*args, **kwargs)
+        if launches_one:
+            launches.record(kind)
+        elif name in launches.VIEW_OR_COPY and launches.counting():
+            _record_copy(kind, source, result)
+        return _wrap(result)
 
     wrapped.__name__ = name
     wrapped.__doc__ = getattr(function, "__doc__", None)
@@ -269,7 +285,10 @@ class _Proxy:
             return _Proxy(attribute, f"{self._label}.{name}")
         if isinstance(attribute, type) or not callable(attribute):
             return attribute  # dtypes, scalar types, constants such as pi
-        return _wrap_function(attribute, name, allow_host=name in _HOST_TO_DEVICE)
+        # launches named "matmul", "add.at", "random.integers", "linalg.norm"
+        owner = {"strict": "", "Generator": "random."}.get(self._label, f"{self._label}.")
+        return _wrap_function(attribute, name, allow_host=name in _HOST_TO_DEVICE,
+                              kind=owner.replace("strict.", "") + name)
 
     def __call__(self, *args, **kwargs):  # a proxied ufunc called directly
         return _wrap_function(self._target, self._label)(*args, **kwargs)
