@@ -1,6 +1,6 @@
 """Layer normalisation over the feature axis (Ba, Kiros and Hinton, 2016)."""
 
-from minitrans.core import backend, checks, kernels
+from minitrans.core import backend, checks, fusion, kernels
 from minitrans.layers import init
 from minitrans.layers.module import Module
 from minitrans.ops.sums import dot_last_fast, dot_leading_fast, mean_last_fast, sum_leading_fast
@@ -24,7 +24,8 @@ class LayerNorm(Module):
     Forward and backward are kernel pairs (``minitrans.core.kernels``):
     ``layer_norm_reference`` and ``layer_norm_backward_reference`` below
     read as these equations, the ``_fast`` versions beside them compute the
-    same numbers with fewer arrays. Both keep the cache (x_hat, 1 / sqrt(var + eps)).
+    same numbers with fewer arrays, and the ``_device`` versions fuse their
+    element-wise work into a few kernels for a GPU. All keep the cache (x_hat, 1 / sqrt(var + eps)).
     ``x`` and ``dy`` reach them C-contiguous, so that the same numbers give
     the same bits whatever their memory layout (``forward`` says why).
 
@@ -124,5 +125,65 @@ def layer_norm_backward_fast(dy, gamma, x_hat, inv_std):
     return dx, dgamma, dbeta
 
 
-layer_norm = kernels.pair(layer_norm_reference, layer_norm_fast)
-layer_norm_backward = kernels.pair(layer_norm_backward_reference, layer_norm_backward_fast)
+# ------------------------------------------- the device versions: fused kernels
+# Each sum over an axis is one reduction kernel; the element-wise work between
+# them is one fused kernel (minitrans.core.fusion): five launches forward and
+# six backward, where the reference takes a dozen and more.
+
+
+@fusion.fused("layer_norm_centred_squares")
+def centred_squares(x, mu):
+    """(x - mu)^2, whose mean over the last axis is the variance."""
+    return (x - mu) * (x - mu)
+
+
+@fusion.fused("layer_norm_inverse_std")
+def inverse_std(var, eps):
+    """1 / sqrt(var + eps), one number per position."""
+    return 1.0 / backend.get_xp().sqrt(var + eps)
+
+
+@fusion.fused("layer_norm_scale_shift")
+def normalise_scale_shift(x, mu, inv_std, gamma, beta):
+    """x_hat = (x - mu) / sqrt(var + eps),  y = gamma * x_hat + beta."""
+    x_hat = (x - mu) * inv_std
+    return gamma * x_hat + beta, x_hat
+
+
+def layer_norm_device(x, gamma, beta, eps):
+    """The reference's equations, as two means and three fused kernels."""
+    mu = x.mean(axis=-1, keepdims=True)
+    var = centred_squares(x, mu).mean(axis=-1, keepdims=True)
+    inv_std = inverse_std(var, eps)
+    y, x_hat = normalise_scale_shift(x, mu, inv_std, gamma, beta)
+    return y, (x_hat, inv_std)
+
+
+@fusion.fused("layer_norm_products")
+def backward_products(dy, gamma, x_hat):
+    """dx_hat = dy * gamma; dx_hat * x_hat, whose mean dx needs; dy * x_hat,
+    whose sum over the positions is dgamma."""
+    dx_hat = dy * gamma
+    return dx_hat, dx_hat * x_hat, dy * x_hat
+
+
+@fusion.fused("layer_norm_dx")
+def layer_norm_dx(dx_hat, mean_dx_hat, x_hat, mean_dx_hat_x_hat, inv_std):
+    """dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) / sqrt(var + eps)."""
+    return (dx_hat - mean_dx_hat - x_hat * mean_dx_hat_x_hat) * inv_std
+
+
+def layer_norm_backward_device(dy, gamma, x_hat, inv_std):
+    """The reference's equations, as two fused kernels and four reductions."""
+    D = x_hat.shape[-1]
+    dx_hat, dx_hat_x_hat, dy_x_hat = backward_products(dy, gamma, x_hat)
+    dgamma = dy_x_hat.reshape(-1, D).sum(axis=0)
+    dbeta = dy.reshape(-1, D).sum(axis=0)
+    dx = layer_norm_dx(dx_hat, dx_hat.mean(axis=-1, keepdims=True), x_hat,
+                       dx_hat_x_hat.mean(axis=-1, keepdims=True), inv_std)
+    return dx, dgamma, dbeta
+
+
+layer_norm = kernels.pair(layer_norm_reference, layer_norm_fast, device=layer_norm_device)
+layer_norm_backward = kernels.pair(layer_norm_backward_reference, layer_norm_backward_fast,
+                                   device=layer_norm_backward_device)

@@ -1,7 +1,7 @@
 """Root mean square layer normalisation (Zhang and Sennrich, 2019), the norm of
 Llama and most language models after it."""
 
-from minitrans.core import backend, checks, kernels
+from minitrans.core import backend, checks, fusion, kernels
 from minitrans.layers import init
 from minitrans.layers.module import Module
 from minitrans.ops.sums import dot_last_fast, dot_leading_fast
@@ -36,7 +36,9 @@ class RMSNorm(Module):
     Forward and backward are kernel pairs (``core.kernels``):
     ``rms_norm_reference`` and ``rms_norm_backward_reference`` below read as
     these equations; the ``_fast`` versions beside them take the sums as
-    matrix products (``minitrans.ops.sums``) and build dx in one array.
+    matrix products (``minitrans.ops.sums``) and build dx in one array;
+    the ``_device`` versions fuse the element-wise work into a few kernels
+    for a GPU (``minitrans.core.fusion``).
 
     Parameters:
         g: (d_model,) starts at 1
@@ -114,5 +116,59 @@ def rms_norm_backward_fast(dy, g, x_hat, inv_rms):
     return dx, dg
 
 
-rms_norm = kernels.pair(rms_norm_reference, rms_norm_fast)
-rms_norm_backward = kernels.pair(rms_norm_backward_reference, rms_norm_backward_fast)
+# ------------------------------------------- the device versions: fused kernels
+# Each mean over the last axis is one reduction kernel, the element-wise work
+# between them one fused kernel: four launches forward, four backward.
+
+
+@fusion.fused("rms_norm_squares")
+def squares(x):
+    """x^2, whose mean over the last axis is rms^2 - eps."""
+    return x * x
+
+
+@fusion.fused("rms_norm_inverse_rms")
+def inverse_rms(mean_square, eps):
+    """1 / rms = 1 / sqrt(mean(x^2) + eps), one number per position."""
+    return 1.0 / backend.get_xp().sqrt(mean_square + eps)
+
+
+@fusion.fused("rms_norm_scale")
+def normalise_scale(x, inv_rms, g):
+    """x_hat = x / rms,  y = g * x_hat."""
+    x_hat = x * inv_rms
+    return x_hat * g, x_hat
+
+
+def rms_norm_device(x, g, eps):
+    """The reference's equations, as one mean and three fused kernels."""
+    inv_rms = inverse_rms(squares(x).mean(axis=-1, keepdims=True), eps)
+    y, x_hat = normalise_scale(x, inv_rms, g)
+    return y, (x_hat, inv_rms)
+
+
+@fusion.fused("rms_norm_products")
+def backward_products(dy, g, x_hat):
+    """dx_hat = dy * g; dx_hat * x_hat, whose mean dx needs; dy * x_hat,
+    whose sum over the positions is dg."""
+    dx_hat = dy * g
+    return dx_hat, dx_hat * x_hat, dy * x_hat
+
+
+@fusion.fused("rms_norm_dx")
+def rms_norm_dx(dx_hat, x_hat, mean_dx_hat_x_hat, inv_rms):
+    """dx = (dx_hat - x_hat * mean(dx_hat * x_hat)) / rms."""
+    return (dx_hat - x_hat * mean_dx_hat_x_hat) * inv_rms
+
+
+def rms_norm_backward_device(dy, g, x_hat, inv_rms):
+    """The reference's equations, as two fused kernels and two reductions."""
+    dx_hat, dx_hat_x_hat, dy_x_hat = backward_products(dy, g, x_hat)
+    dg = dy_x_hat.reshape(-1, x_hat.shape[-1]).sum(axis=0)
+    dx = rms_norm_dx(dx_hat, x_hat, dx_hat_x_hat.mean(axis=-1, keepdims=True), inv_rms)
+    return dx, dg
+
+
+rms_norm = kernels.pair(rms_norm_reference, rms_norm_fast, device=rms_norm_device)
+rms_norm_backward = kernels.pair(rms_norm_backward_reference, rms_norm_backward_fast,
+                                 device=rms_norm_backward_device)

@@ -220,14 +220,17 @@ CASES = {
     "adam_update": [lambda k, d: _adam(k, d, 1, 0.0), lambda k, d: _adam(k, d, 7, 0.01)],
 }
 SAME_DISTRIBUTION_ONLY = {"dropout_keep_mask"}  # different masks for a seed, by design
+# the pairs with a third version, fused for a device (minitrans.core.fusion)
+DEVICE_PAIRS = sorted(name for name, pair in kernels.PAIRS.items() if pair.device is not None)
 
 
-def fast_vs_reference_error(name):
-    """The largest norm-wise relative error between a pair's fast version and
-    its reference over the pair's cases (inf for a NaN or a shape mismatch)."""
+def fast_vs_reference_error(name, version="fast"):
+    """The largest norm-wise relative error between a pair's fast version (or
+    its ``version``, "device") and its reference over the pair's cases (inf
+    for a NaN or a shape mismatch)."""
     pair, worst = kernels.PAIRS[name], 0.0
     for case in CASES[name]:
-        expected, got = case(pair.reference, Draw(0)), case(pair.fast, Draw(0))
+        expected, got = case(pair.reference, Draw(0)), case(getattr(pair, version), Draw(0))
         for want, have in zip(expected, got):
             want, have = np.asarray(minitrans.to_numpy(want)), np.asarray(minitrans.to_numpy(have))
             if want.shape != have.shape or np.isnan(want).any() or np.isnan(have).any():
@@ -248,11 +251,30 @@ def test_fast_equals_reference(backend_name, dtype, name):
         assert fast_vs_reference_error(name) < TOLERANCE[dtype]
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", DEVICE_PAIRS)
+def test_device_equals_reference(backend_name, dtype, name):
+    """The fused version runs here as NumPy (numpy) or as counted launches
+    (strict): the same body that cupy.fuse compiles on a GPU."""
+    with minitrans.using(dtype=dtype):
+        assert fast_vs_reference_error(name, "device") < TOLERANCE[dtype]
+
+
+def test_device_versions_exist_and_leave_the_numpy_fast_set_alone():
+    """The fused versions are a third version: the fast ones are still their own functions."""
+    assert {"layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward",
+            "adam_update"} <= set(DEVICE_PAIRS)
+    for name in DEVICE_PAIRS:
+        pair = kernels.PAIRS[name]
+        assert pair.device is not pair.fast and pair.fast.__name__.endswith("_fast")
+
+
+@pytest.mark.parametrize("version, name", [("fast", name) for name in sorted(CASES)]
+                         + [("device", name) for name in DEVICE_PAIRS])
 def test_the_comparison_catches_a_fast_version_off_by_one_part_in_a_million(
-        monkeypatch, name):
+        monkeypatch, version, name):
     pair = kernels.PAIRS[name]
-    right = pair.fast
+    right = getattr(pair, version)
 
     def wrong(*args, **kwargs):
         result = right(*args, **kwargs)
@@ -260,9 +282,9 @@ def test_the_comparison_catches_a_fast_version_off_by_one_part_in_a_million(
         (args[0] if first is None else first)[...] *= 1 + 1e-6  # in place kernels: the first input
         return result
 
-    monkeypatch.setattr(pair, "fast", wrong)
+    monkeypatch.setattr(pair, version, wrong)
     with minitrans.using("numpy", dtype="float64"):
-        assert fast_vs_reference_error(name) > 1e-7
+        assert fast_vs_reference_error(name, version) > 1e-7
 
 
 @pytest.mark.parametrize("version", ["reference", "fast"])
@@ -286,6 +308,17 @@ def test_a_pair_runs_the_version_of_the_active_set(monkeypatch):
         assert twice(3) == ("fast", 3)  # using() restored the set
     with pytest.raises(ValueError, match="twice"):
         kernels.pair(twice.reference, twice.fast, name="twice")  # one pair per name
+
+
+@pytest.mark.parametrize("name, runs", [("numpy", "fast"), ("strict", "device")])
+def test_the_fast_set_runs_the_device_version_on_a_device(monkeypatch, name, runs):
+    monkeypatch.setattr(kernels, "PAIRS", {})
+    thrice = kernels.pair(lambda: "reference", lambda: "fast", name="thrice",
+                          device=lambda: "device")
+    with minitrans.using(name, kernels="fast"):
+        assert thrice() == runs
+    with minitrans.using(name, kernels="reference"):
+        assert thrice() == "reference"
 
 
 def test_the_set_is_one_for_every_thread():

@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 import minitrans
+from minitrans.core import launches
+from minitrans.gradcheck import tiny_model
 from minitrans.layers.module import Module
 from minitrans.training.optimisation.adam import Adam
+from minitrans.training.optimisation import clipping
 from minitrans.training.optimisation.clipping import clip_grad_norm, global_grad_norm
 from minitrans.training.optimisation.schedule import transformer_lr
 from minitrans.training.optimisation.sgd import SGD
@@ -283,3 +286,40 @@ def _check_scratch_reuse():
     assert all(optimizer._scratch[thread] is first[thread] for thread in first)
     expected = adam_by_hand(1.0, [0.5, 0.5], lr=0.1)
     np.testing.assert_allclose(minitrans.to_numpy(model.params["a"]), expected, rtol=1e-12)
+
+
+def _after_a_flat_adam_step():
+    whole, batch = tiny_model(seed=5)
+    optimizer = Adam(whole.model, lr=0.01)
+    for _ in range(2):  # the first step makes the flat arrays
+        optimizer.zero_grad()
+        whole.forward(*batch)
+        whole.backward()
+        optimizer.step()  # leaves the gradients, views of the flat one, as they are
+    return optimizer
+
+
+def test_on_a_device_flat_gradients_are_clipped_in_two_launches():
+    """The norm over the flat gradient equals the per-gradient norm, and
+    clipping scales every gradient, in two launches where the gradients
+    apart take two each (164 for the tiny model)."""
+    with minitrans.using("strict"):
+        optimizer = _after_a_flat_adam_step()
+        assert optimizer.flat_gradient() is not None
+        grads = [g for _, _, g in optimizer.named_parameters()]
+        by_gradient = float(np.sqrt(sum(float((g * g).sum()) for g in grads)))
+        before = [minitrans.to_numpy(g).copy() for g in grads]
+        with launches.count_launches() as counted:
+            norm = clip_grad_norm(optimizer, by_gradient / 2)
+        assert norm == pytest.approx(by_gradient, rel=1e-5)
+        assert counted.count <= 2, counted.summary()
+        for old, new in zip(before, grads):
+            np.testing.assert_allclose(minitrans.to_numpy(new), old / 2, rtol=1e-5, atol=1e-12)
+
+
+def test_on_numpy_clipping_keeps_its_per_gradient_sums():
+    """The CPU's norm is added up as it always was, gradient by gradient."""
+    with minitrans.using("numpy"):
+        optimizer = _after_a_flat_adam_step()
+        assert optimizer.flat_gradient() is not None
+        assert clipping.flat_gradient(optimizer) is None

@@ -7,14 +7,15 @@ whose code reads as the equations of its docstring. ``adam_update`` is a
 kernel pair (``minitrans.core.kernels``): that reference, and
 ``adam_update_fast``, which computes the same numbers in place, in one
 scratch array that the optimiser reuses (``tests/library/test_kernels.py``
-holds them equal). ``Adam`` keeps m, v and the step count, and runs the
+holds them equal), and ``adam_update_device``, the same step as two fused
+kernels for a GPU (``minitrans.core.fusion``). ``Adam`` keeps m, v and the step count, and runs the
 update over the parameters: in blocks and on threads (``optimisation.optimizer``),
 or, for a small model, over all of them at once (``optimisation.flat_state``).
 """
 
 import threading
 
-from minitrans.core import backend, checks, kernels
+from minitrans.core import backend, checks, fusion, kernels
 from minitrans.training.optimisation.flat_state import FlatState
 from minitrans.training.optimisation.optimizer import Optimizer, block
 
@@ -94,7 +95,42 @@ def apply_adam_step(param, step, lr, weight_decay):
     param -= step
 
 
-adam_update = kernels.pair(adam_update_reference, adam_update_fast)
+@fusion.fused("adam_step")
+def adam_step_device(grad, m, v, beta1, beta2, lr, m_hat_scale, v_hat_scale, eps):
+    """m and v updated in place, and the step returned, in one kernel:
+
+        m <- beta1 m + (1 - beta1) g,    v <- beta2 v + (1 - beta2) g^2
+        step = lr * m_hat / (sqrt(v_hat) + eps),
+        m_hat = m * m_hat_scale,  v_hat = v * v_hat_scale
+
+    with the bias corrections m_hat_scale = 1 / (1 - beta1^t) and
+    v_hat_scale = 1 / (1 - beta2^t) passed in as numbers."""
+    m += (1.0 - beta1) * (grad - m)  # beta1 m + (1 - beta1) g, without a second read of m
+    v += (1.0 - beta2) * (grad * grad - v)
+    return lr * (m * m_hat_scale) / (backend.get_xp().sqrt(v * v_hat_scale) + eps)
+
+
+@fusion.fused("adam_apply_step")
+def apply_adam_step_device(param, step, decay):
+    """w <- w - step - decay * w, in place: decay = lr * weight_decay, AdamW's."""
+    param -= step + decay * param
+
+
+def adam_step_of(grad, m, v, t, lr, betas, eps):
+    """``adam_step_device`` at step t: the bias corrections worked out here."""
+    beta1, beta2 = betas
+    return adam_step_device(grad, m, v, beta1, beta2, lr, 1.0 / (1.0 - beta1**t),
+                            1.0 / (1.0 - beta2**t), eps)
+
+
+def adam_update_device(param, grad, m, v, t, lr, betas, eps, weight_decay=0.0, scratch=None):
+    """The reference's step as two fused kernels, the moments with the step
+    and then the parameter (``scratch`` is ignored: the step is the first
+    kernel's output)."""
+    apply_adam_step_device(param, adam_step_of(grad, m, v, t, lr, betas, eps), lr * weight_decay)
+
+
+adam_update = kernels.pair(adam_update_reference, adam_update_fast, device=adam_update_device)
 
 
 class Adam(Optimizer):
@@ -152,13 +188,27 @@ class Adam(Optimizer):
         """``adam_update_fast`` of every parameter at once: m, v and the step
         over the flat arrays, in blocks of BLOCK_BYTES on the CPU (they stay
         in the core's cache from one pass to the next); then each parameter
-        takes its piece of the step."""
-        block_size = None if backend.on_device() else self.BLOCK_BYTES // flat.grad.itemsize
+        takes its piece of the step. On a device, the fused kernels of
+        ``adam_update_device``: one over the flat arrays, one per parameter."""
+        if backend.on_device():
+            step = adam_step_of(flat.grad, flat.m, flat.v, self.step_count, lr,
+                                (self.beta1, self.beta2), self.eps)
+            for param, piece in flat.steps(step):
+                apply_adam_step_device(param, piece, lr * self.weight_decay)
+            return
+        block_size = self.BLOCK_BYTES // flat.grad.itemsize
         for grad, m, v, step in flat.blocks(block_size):
             adam_step(grad, m, v, self.step_count, lr, (self.beta1, self.beta2), self.eps,
                       out=step)
         for param, step in flat.steps():
             apply_adam_step(param, step, lr, self.weight_decay)
+
+    def flat_gradient(self):
+        """The flat array every gradient is a view of, or None where the
+        gradients are arrays of their own (``optimisation.clipping`` scales
+        it in one pass)."""
+        flat = self._current_flat()
+        return None if flat is None else flat.grad
 
     def _current_flat(self):
         """The FlatState, if the model's gradients, m and v are still its views."""

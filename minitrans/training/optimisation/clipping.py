@@ -1,6 +1,12 @@
 """Gradient clipping by the global norm: all of a model's gradients scaled
 together when their joint length passes a limit, so that one bad batch
-cannot throw the weights far (``TrainConfig.clip_norm``, 1.0 by default)."""
+cannot throw the weights far (``TrainConfig.clip_norm``, 1.0 by default).
+
+On a device, where every gradient of a small model is a view of one flat
+array (``optimisation.flat_state``, reached through the optimiser's
+``flat_gradient()``), the norm is one reduction over that array and the
+clipping one scaling of it: two launches, where each gradient apart would
+be two of its own."""
 
 import math
 
@@ -16,6 +22,9 @@ def global_grad_norm(model):
     is added up in the gradients' dtype (float32 in training; a float64 array
     would upcast the step), the same norm to about 1e-7."""
     xp = backend.get_xp()
+    flat = flat_gradient(model)
+    if flat is not None:
+        return math.sqrt(float(xp.vdot(flat, flat)))
     squares = [xp.vdot(grad, grad) for _, _, grad in model.named_parameters()]  # BLAS, one pass
     return math.sqrt(float(xp.stack(squares).sum())) if squares else 0.0
 
@@ -30,6 +39,17 @@ def clip_grad_norm(model, max_norm):
     norm = global_grad_norm(model)
     if max_norm is not None and math.isfinite(norm) and norm > max_norm:
         scale = max_norm / norm
-        for _, _, grad in model.named_parameters():
+        flat = flat_gradient(model)
+        for grad in [flat] if flat is not None else (g for _, _, g in model.named_parameters()):
             grad *= scale
     return norm
+
+
+def flat_gradient(model):
+    """On a device, the flat array that all of ``model``'s gradients are
+    views of, where it has one (an Adam optimiser after its first flat
+    step); otherwise None. The CPU keeps the per-gradient sums: their order
+    of additions gives the numbers it always has."""
+    if not backend.on_device() or not hasattr(model, "flat_gradient"):
+        return None
+    return model.flat_gradient()

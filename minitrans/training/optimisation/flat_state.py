@@ -88,9 +88,12 @@ class FlatState:
             yield tuple(flat[start:start + size]
                         for flat in (self.grad, self.m, self.v, self.step))
 
-    def steps(self):
+    def steps(self, step=None):
         """(parameter, its piece of the step array, in its shape) of every
-        parameter: the flat step is applied to the model's own arrays."""
+        parameter: the flat step is applied to the model's own arrays.
+        ``step``: a flat step array of the caller's (a fused kernel's output),
+        in place of this state's scratch."""
+        step = self.step if step is None else step
         for (_, module, key), (start, stop) in zip(self.slots, self.bounds):
             param = module.params[key]
-            yield param, self.step[start:stop].reshape(param.shape)
+            yield param, step[start:stop].reshape(param.shape)

@@ -1,0 +1,115 @@
+"""Fused kernels (minitrans.core.fusion): one launch each on the strict
+backend, a plain call on NumPy, cupy.fuse built once on CuPy; a wrong fused
+body is caught by the comparison with the reference; on NumPy the fast set
+still runs the fast versions."""
+
+import numpy as np
+import pytest
+
+import minitrans
+from minitrans.core import backend, fusion, kernels, launches
+from minitrans.layers import layernorm, rmsnorm
+from minitrans.training.optimisation import adam
+from tests.library.test_kernels import CASES, DEVICE_PAIRS, Draw, fast_vs_reference_error
+
+
+@fusion.fused("scale_and_shift")
+def scale_and_shift(x, gamma, beta):
+    """gamma * x + beta"""
+    return gamma * x + beta
+
+
+def test_a_fused_call_counts_as_one_launch_on_strict():
+    with minitrans.using("strict"):
+        d = Draw(0)
+        x, gamma, beta = d.normal(4, 8), d.normal(8), d.normal(8)
+        with launches.count_launches() as counted:
+            y = scale_and_shift(x, gamma, beta)
+        with launches.count_launches() as unfused:  # the plant: the body not fused
+            scale_and_shift.body(x, gamma, beta)
+    assert counted.places == ["fused scale_and_shift"]
+    assert unfused.count != 1
+    np.testing.assert_array_equal(minitrans.to_numpy(y), minitrans.to_numpy(gamma * x + beta))
+
+
+def test_a_fused_call_is_a_plain_call_on_numpy():
+    with minitrans.using("numpy"):
+        with launches.count_launches() as counted:
+            y = scale_and_shift(np.ones(3), 2.0, 1.0)
+    assert counted.count == 0 and isinstance(y, np.ndarray)
+    np.testing.assert_array_equal(y, [3.0, 3.0, 3.0])
+
+
+@pytest.mark.parametrize("kernel, args, names", [
+    (layernorm.layer_norm_device, lambda d: (d.normal(3, 8), d.normal(8), d.normal(8), 1e-5),
+     ["layer_norm_centred_squares", "layer_norm_inverse_std", "layer_norm_scale_shift"]),
+    (rmsnorm.rms_norm_device, lambda d: (d.normal(3, 8), d.normal(8), 1e-5),
+     ["rms_norm_squares", "rms_norm_inverse_rms", "rms_norm_scale"]),
+    (adam.adam_update_device, lambda d: (d.normal(3, 8), d.normal(3, 8), d.normal(3, 8),
+                                         d.normal(3, 8) ** 2, 2, 1e-3, (0.9, 0.98), 1e-9, 0.1),
+     ["adam_step", "adam_apply_step"]),
+])
+def test_each_device_version_launches_its_fused_kernels_once_each(kernel, args, names):
+    with minitrans.using("strict"):
+        inputs = args(Draw(0))
+        with launches.count_launches() as counted:
+            kernel(*inputs)
+    assert [place for place in counted.places if place.startswith("fused")] == [
+        f"fused {name}" for name in names]
+
+
+class FakeCupy:
+    """Stands in for the cupy module: its ``fuse`` records each build."""
+
+    def __init__(self):
+        self.built = []
+
+    def fuse(self, kernel_name):
+        def build(body):
+            self.built.append(kernel_name)
+            return lambda *args: ("compiled", body(*args))
+        return build
+
+
+def test_on_cupy_the_body_is_compiled_once_by_cupy_fuse(monkeypatch):
+    fake = FakeCupy()
+
+    @fusion.fused("twice")
+    def twice(x):
+        return 2 * x
+
+    monkeypatch.setattr(backend, "backend_name", lambda: "cupy")
+    monkeypatch.setattr(backend, "get_xp", lambda: fake)
+    assert twice(3) == ("compiled", 6) and twice(4) == ("compiled", 8)
+    assert fake.built == ["twice"]  # built on the first call, then reused
+
+
+@fusion.fused("layer_norm_scale_shift")
+def wrong_scale_shift(x, mu, inv_std, gamma, beta):
+    """The plant: y off by one part in a million."""
+    x_hat = (x - mu) * inv_std
+    return (gamma * x_hat + beta) * (1 + 1e-6), x_hat
+
+
+@pytest.mark.parametrize("name", ["numpy", "strict"])
+def test_the_comparison_catches_a_wrong_fused_body(monkeypatch, name):
+    with minitrans.using(name, dtype="float64"):
+        assert fast_vs_reference_error("layer_norm", "device") < 1e-12
+        monkeypatch.setattr(layernorm, "normalise_scale_shift", wrong_scale_shift)
+        assert fast_vs_reference_error("layer_norm", "device") > 1e-7
+
+
+@pytest.mark.parametrize("name", DEVICE_PAIRS)
+def test_numpy_fast_set_runs_the_fast_versions_as_before(monkeypatch, name):
+    pair = kernels.PAIRS[name]
+    assert pair.fast is getattr(pair.fast, "__globals__")[f"{name}_fast"]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the device version ran on numpy")
+
+    monkeypatch.setattr(pair, "device", refuse)
+    with minitrans.using("numpy", kernels="fast"):
+        for case in CASES[name]:
+            case(pair, Draw(0))
+    with minitrans.using("strict", kernels="fast"), pytest.raises(AssertionError):
+        CASES[name][0](pair, Draw(0))  # the same patch is seen on a device
