@@ -19,6 +19,7 @@ from minitrans.decoding.input_checks import (check_length, check_model_kind, che
                                              check_token_id)
 from minitrans.decoding.sampling import sampler
 from minitrans.decoding.shards import decode_in_shards, shard_count
+from minitrans.decoding.token_loop import decode_loop, finished_filler, recomputing_feed
 from minitrans.ops.softmax import log_softmax
 
 
@@ -41,9 +42,9 @@ def greedy(model, src, max_len, bos_id=1, eos_id=2, pad_id=0, use_cache=True, re
         def decode_rows(replica, rows):
             return greedy(replica, rows, max_len, bos_id, eos_id, pad_id, use_cache, workers=1)
 
-        return decode_in_shards(decode_rows, model, src, _filler(eos_id, pad_id), shards)
-    feed, first = _start_encoder_decoder(model, src, bos_id, use_cache)
-    tokens, logits = _decode_loop(feed, first, max_len, _argmax, eos_id, pad_id, return_logits)
+        return decode_in_shards(decode_rows, model, src, finished_filler(eos_id, pad_id), shards)
+    feed, first = _start_encoder_decoder(model, src, bos_id, use_cache, max_len)
+    tokens, logits = decode_loop(feed, first, max_len, _argmax, eos_id, pad_id, return_logits)
     return (tokens, logits) if return_logits else tokens
 
 
@@ -55,8 +56,8 @@ def sample(model, src, max_len, temperature=1.0, top_k=None, top_p=None, rng=Non
     ``backend.device_rng`` generator. Returns tokens (B, L) as greedy."""
     choose = sampler(temperature, top_k, top_p, rng)
     _check_encoder_decoder(model, src, max_len, bos_id)
-    feed, first = _start_encoder_decoder(model, src, bos_id, use_cache)
-    return _decode_loop(feed, first, max_len, choose, eos_id, pad_id)[0]
+    feed, first = _start_encoder_decoder(model, src, bos_id, use_cache, max_len)
+    return decode_loop(feed, first, max_len, choose, eos_id, pad_id)[0]
 
 
 def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
@@ -108,12 +109,15 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
     log_prob = xp.full((B, K), -xp.inf, dtype=backend.get_dtype())
     log_prob[:, 0] = 0.0  # one live beam per row to start with, not K copies of it
     lengths, finished = xp.zeros((B, K), dtype=src.dtype), xp.zeros((B, K), dtype=bool)
-    history = xp.zeros((B, K, 0), dtype=src.dtype)
+    history = xp.empty((B * K, max_len), dtype=src.dtype)  # row b*K + k: beam k's tokens
+    spare = xp.empty_like(history)  # where the next step's reordered history is written
     tokens = xp.full((B * K,), bos_id, dtype=src.dtype)
-    for _ in range(max_len):
+    for step in range(max_len):
         with checks.inputs_checked():  # tokens the model chose: in range
             step_log_probs = log_softmax(model.step(state, tokens)).reshape(B, K, -1)
-        candidates = log_prob[:, :, None] + _continuations(step_log_probs, finished, pad_id)
+        if step == 0:  # the vocabulary's size is known now: the rules on <pad>, once
+            rules = _pad_rules(step_log_probs.shape[-1], step_log_probs.dtype, pad_id)
+        candidates = log_prob[:, :, None] + _continuations(step_log_probs, finished, *rules)
         V = candidates.shape[-1]  # candidates (B, K, V): every beam times every token
         new_lengths = lengths + ~finished  # finished hypotheses do not grow
         ranking = candidates / gnmt_length_penalty(new_lengths, length_penalty)[:, :, None]
@@ -121,13 +125,17 @@ def beam_search(model, src, beam_size=4, max_len=None, length_penalty=0.6,
         parent, token = best // V, (best % V).astype(src.dtype)  # (B, K) each
         log_prob = candidates.reshape(B, K * V)[rows, best]
         lengths, finished = new_lengths[rows, parent], finished[rows, parent] | (token == eos_id)
-        history = xp.concatenate([history[rows, parent], token[:, :, None]], axis=2)
-        state.reorder((rows * K + parent).reshape(-1))  # caches follow the parents
+        parents = (rows * K + parent).reshape(-1)
+        xp.take(history[:, :step], parents, axis=0, out=spare[:, :step])  # follow the parents
+        history, spare = spare, history
+        history[:, step] = token.reshape(-1)
+        state.reorder(parents, memory=False)  # caches follow the parents; sources stay
         if bool(finished.all()):
             break
         tokens = xp.where(finished, eos_id, token).reshape(-1)
     scores = log_prob / gnmt_length_penalty(lengths, length_penalty)
     order = xp.argsort(-scores, axis=-1, kind="stable")
+    history = history[:, : step + 1].reshape(B, K, step + 1)
     beams, scores, lengths = history[rows, order], scores[rows, order], lengths[rows, order]
     best_tokens = beams[:, 0, : int(lengths[:, 0].max())]
     return (best_tokens, beams, scores) if return_all else best_tokens
@@ -171,7 +179,7 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
         def generate_rows(replica, rows):
             return generate(replica, rows, max_new_tokens, eos_id, pad_id, use_cache, workers=1)
 
-        return decode_in_shards(generate_rows, lm, prompt, _filler(eos_id, pad_id), shards)
+        return decode_in_shards(generate_rows, lm, prompt, finished_filler(eos_id, pad_id), shards)
     choose = _argmax if strategy == "greedy" else sampler(temperature, top_k, top_p, rng)
     lm.eval()
     seen, last = prompt[:, :-1], prompt[:, -1]  # the loop feeds the last prompt token
@@ -182,42 +190,9 @@ def generate(lm, prompt, max_new_tokens, eos_id=2, pad_id=0, use_cache=True, str
                 lm.step(state, seen[:, t])
         feed = functools.partial(lm.step, state)
     else:
-        feed = _recomputing_feed(lm.prefix_logits, seen)
-    tokens, logits = _decode_loop(feed, last, max_new_tokens, choose, eos_id, pad_id, return_logits)
+        feed = recomputing_feed(lm.prefix_logits, seen, max_new_tokens)
+    tokens, logits = decode_loop(feed, last, max_new_tokens, choose, eos_id, pad_id, return_logits)
     return (tokens, logits) if return_logits else tokens
-
-
-def _decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_logits=False):
-    """The loop of greedy, sample and generate: feed(tokens (B,)) -> logits
-    (B, V) of the next token; choose(logits with <pad> at -inf) -> (B,) ids.
-    Returns tokens (B, L) and the raw logits (B, L, V), or None.
-
-    The caller has checked the source or prompt and the first tokens; every
-    later token is one the model chose, so the model need not check them
-    again (``checks.inputs_checked``), and a token costs one wait for the
-    GPU: whether every row has finished. pad_id None: nothing banned,
-    finished rows filled with eos_id; eos_id None: no row ever finishes."""
-    xp = backend.get_xp()
-    tokens, finished = first_tokens, xp.zeros(first_tokens.shape, dtype=bool)
-    filler = _filler(eos_id, pad_id)
-    outputs, all_logits = [], []
-    for _ in range(max_steps):
-        with checks.inputs_checked():
-            logits = feed(tokens)
-        banned = (logits if pad_id is None
-                  else xp.where(xp.arange(logits.shape[-1]) == pad_id, -xp.inf, logits))
-        chosen = choose(banned).astype(tokens.dtype)
-        outputs.append(xp.where(finished, filler, chosen) if filler is not None else chosen)
-        if keep_logits:
-            all_logits.append(logits)
-        if eos_id is None:
-            tokens = chosen
-            continue
-        finished = finished | (chosen == eos_id)
-        if bool(finished.all()):
-            break
-        tokens = xp.where(finished, eos_id, chosen)  # finished rows get <eos>, never <pad>
-    return xp.stack(outputs, axis=1), (xp.stack(all_logits, axis=1) if keep_logits else None)
 
 
 def _check_encoder_decoder(model, src, max_len, bos_id):
@@ -243,12 +218,7 @@ def _shards(rows, workers, way):
     return shard_count(rows.shape[0], way, workers)
 
 
-def _filler(eos_id, pad_id):
-    """What a finished row holds after its <eos>: pad_id, or eos_id without one."""
-    return eos_id if pad_id is None else pad_id
-
-
-def _start_encoder_decoder(model, src, bos_id, use_cache):
+def _start_encoder_decoder(model, src, bos_id, use_cache, max_len):
     """Switch to eval mode (the input checked); return feed and the <bos> column."""
     model.eval()
     first = backend.get_xp().full((src.shape[0],), bos_id, dtype=src.dtype)
@@ -256,31 +226,27 @@ def _start_encoder_decoder(model, src, bos_id, use_cache):
         with checks.inputs_checked():  # src was checked above: start need not check it again
             state = model.start(src)  # encodes src once, here
         return functools.partial(model.step, state), first
-    return _recomputing_feed(lambda prefix: model.prefix_logits(src, prefix), src[:, :0]), first
-
-
-def _recomputing_feed(prefix_logits, seen):
-    """A feed that appends tokens to the prefix (B, t) and reruns the model on
-    all of it: O(t) work per step where the cache does O(1)."""
-    prefix = [seen]
-
-    def feed(tokens):
-        prefix[0] = backend.get_xp().concatenate([prefix[0], tokens[:, None]], axis=1)
-        return prefix_logits(prefix[0])
-
-    return feed
+    feed = recomputing_feed(lambda prefix: model.prefix_logits(src, prefix), src[:, :0], max_len)
+    return feed, first
 
 
 def _argmax(logits):
     return backend.get_xp().argmax(logits, axis=-1)
 
 
-def _continuations(step_log_probs, finished, pad_id):
-    """Next-token log-probabilities (B, K, V) of each beam: <pad> is banned for
-    live beams and is the only, free (log 1 = 0), option of finished ones."""
+def _pad_rules(vocab_size, dtype, pad_id):
+    """is_pad (V,), True at <pad>, and only_pad (V,), log-probabilities 0 at
+    <pad> and -inf elsewhere: what ``_continuations`` needs, made once."""
     xp = backend.get_xp()
-    is_pad = xp.arange(step_log_probs.shape[-1]) == pad_id
-    live = xp.where(is_pad, -xp.inf, step_log_probs)
-    only_pad = xp.full(step_log_probs.shape[-1], -xp.inf, dtype=step_log_probs.dtype)
+    only_pad = xp.full(vocab_size, -xp.inf, dtype=dtype)
     only_pad[pad_id] = 0.0
+    return xp.arange(vocab_size) == pad_id, only_pad
+
+
+def _continuations(step_log_probs, finished, is_pad, only_pad):
+    """Next-token log-probabilities (B, K, V) of each beam: <pad> (where
+    ``is_pad``, (V,)) is banned for live beams and is the only, free
+    (log 1 = 0), option of finished ones: ``only_pad`` (V,)."""
+    xp = backend.get_xp()
+    live = xp.where(is_pad, -xp.inf, step_log_probs)
     return xp.where(finished[:, :, None], only_pad, live)

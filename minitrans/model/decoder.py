@@ -74,12 +74,7 @@ class DecoderLayer(Module):
         def self_attention(z):
             offset = cache.length  # the absolute position of z's first row (rotary positions)
             cache.append(*self.self_attn.keys_values(z, offset))
-            length_new = z.shape[1]
-            # new position i sees every cached position and the new ones up to i
-            mask = backend.get_xp().tril(
-                backend.get_xp().ones((length_new, cache.length), dtype=bool),
-                k=cache.length - length_new,
-            )
+            mask = _new_positions_mask(z.shape[1], cache.length)
             return self.self_attn.attend(z, cache.keys, cache.values, mask=mask, offset=offset)
 
         def cross_attention(z):
@@ -96,6 +91,17 @@ class DecoderLayer(Module):
             return self.self_attn_norm.backward(dx)
         dx, dmemory = self.cross_attn_norm.backward(dx)
         return self.self_attn_norm.backward(dx), dmemory
+
+
+def _new_positions_mask(length_new, length):
+    """The causal mask (length_new, length) of the last length_new positions
+    of ``length``: new position i sees every cached one and the new ones up
+    to i. One new position, as decoding feeds, sees everything: no mask, so
+    a decoded token builds none."""
+    if length_new == 1:
+        return None
+    xp = backend.get_xp()
+    return xp.tril(xp.ones((length_new, length), dtype=bool), k=length - length_new)
 
 
 class Decoder(Module):

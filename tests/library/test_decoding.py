@@ -190,7 +190,7 @@ class ScriptedState:
     def __init__(self, batch):
         self.fed = np.zeros((batch, 0), dtype=int)
 
-    def reorder(self, index):
+    def reorder(self, index, memory=True):  # no memory: nothing else to reorder
         self.fed = self.fed[host(index)]
 
 
