@@ -8,6 +8,7 @@
     python benchmarks/vs_pytorch.py --no-untuned    # without the glibc-default column
     python benchmarks/vs_pytorch.py --device gpu    # CuPy against PyTorch CUDA, eager
     python benchmarks/vs_pytorch.py --workers 1     # minitrans without splitting its batches
+    python benchmarks/vs_pytorch.py --only-decoding # the decoding comparison alone
     python benchmarks/vs_pytorch.py --quick         # a smoke run: checks the script, not the speed
     python benchmarks/vs_pytorch.py --quick --configs tiny   # the smoke run of the configs named
 
@@ -261,7 +262,7 @@ def measure(names, args):
     measured = {"peak_flops": matmul_peak_flops(args.device), "configs": {},
                 "machine": machine(args, minitrans_threads)}
     skipped = {}
-    names = available_configs(names, skipped)
+    names = [] if args.only_decoding else available_configs(names, skipped)
     if skipped:
         measured["skipped"] = skipped  # beside "configs", not in it
     if any(name in LLAMA_CONFIGS for name in names):
@@ -319,6 +320,8 @@ def main(argv=None):
                         help="also time PyTorch with torch.compile of the model "
                              "(about 30 s per config to compile)")
     parser.add_argument("--no-decoding", action="store_true", help="skip the decoding comparison")
+    parser.add_argument("--only-decoding", action="store_true",
+                        help="the decoding comparison alone, no training step (not with --quick)")
     parser.add_argument(
         "--quick", action="store_true",
         help="one round, the tiny config and a small llama (where transformers is installed), "
@@ -347,6 +350,8 @@ def main(argv=None):
     for option, value, lowest in checked:
         if value is not None and not value >= lowest:
             parser.error(f"{option}: expected a number >= {lowest}, got {value}")
+    if args.only_decoding and (args.no_decoding or args.quick):
+        parser.error("--only-decoding: expected without --no-decoding and --quick")
     if args.device == "gpu" and args.workers not in (None, 1):
         parser.error(f"--workers: expected 1 with --device gpu, got {args.workers}")
     try:

@@ -14,15 +14,21 @@ a child process with its share of the budget (time a section leaves unused
 goes to the next; the test suite runs last) and stopped at its limit:
 
     1 doctor      python -m minitrans doctor --device gpu
-    2 pytest      the CuPy leg of the test suite (pytest -m cupy), each test limited
+    2 pytest      the CuPy leg of the test suite (pytest -m cupy), each test limited;
+                  the fused kernels' tests against their references counted
     3 gradcheck   python -m minitrans gradcheck --backend cupy (float64)
     4 losses      20 training steps on NumPy and on CuPy, the losses compared
-    5 train       python -m minitrans train copy --device gpu, to 100% exact match
-    6 decoding    greedy decoding with the key/value cache against recomputation
+    5 train       python -m minitrans train copy --device gpu, to 100% exact match,
+                  then --device cpu on the same machine, the two wall times compared
+    6 decoding    greedy decoding with the key/value cache against recomputation,
+                  then the three timed: with the cache, recomputing, PyTorch recomputing
     7 vs_pytorch  benchmarks/vs_pytorch.py --device gpu: CuPy against PyTorch CUDA
+    8 launches    the launches of a tiny training step and of a decoded token,
+                  counted on the host (strict backend), against their budgets
 
 The report begins as every results file does (date, machine, commit,
-command); ``--file`` also copies it, once the check ends, into
+command), then the targets (``targets``), each with the number measured and
+met, not met or not measured; ``--file`` also copies it, once the check ends, into
 benchmarks/results/device_check/ under the name of a results file. The
 commit is the checkout's, from git; where the GPU machine gets a copy of the
 tree whose .git is missing or not its own, MINITRANS_COMMIT names it.
@@ -51,6 +57,7 @@ sys.path.insert(1, BENCHMARKS)  # the suite's harness, beside this script's fold
 
 import model_runs  # noqa: E402
 import sections  # noqa: E402
+import targets  # noqa: E402
 from commands import REPO  # noqa: E402
 from report import render  # noqa: E402
 from sections import Mode, Result  # noqa: E402
@@ -71,15 +78,18 @@ SECTIONS = (  # in the order of the report
     Section("gradcheck", "Gradient check on the device, float64", 0.30,
             sections.gradcheck),
     Section("losses", "20 training steps: NumPy against the device", 0.05, model_runs.losses),
-    Section("train", "Training the copy task on the device", 0.09, model_runs.train),
+    Section("train", "Training the copy task on the device, and on the CPU", 0.10,
+            model_runs.train),
     Section("decoding", "Greedy decoding on the device: key/value cache against recomputation",
-            0.05, model_runs.decoding),
-    Section("vs_pytorch", "minitrans against PyTorch on the device", 0.23,
+            0.08, model_runs.decoding),
+    Section("vs_pytorch", "minitrans against PyTorch on the device", 0.20,
             model_runs.vs_pytorch),
+    Section("launches", "Kernel launches, counted on the host", 0.02, sections.launches),
 )
 # The test suite runs last: the section whose length is hardest to foresee
 # gets, besides its share, all the time that the others left.
-RUN_ORDER = ("doctor", "gradcheck", "losses", "train", "decoding", "vs_pytorch", "pytest")
+RUN_ORDER = ("doctor", "launches", "gradcheck", "losses", "train", "decoding", "vs_pytorch",
+             "pytest")
 SECTION_NUMBER = {section.key: number for number, section in enumerate(SECTIONS, 1)}
 
 
@@ -128,7 +138,7 @@ def common_facts(mode, budget, start, gpu_line=None, used=None):
                             results.git_commit(), results.command_line())
     what = ("a rehearsal on the CPU: the strict backend stands in for CuPy, --device cpu "
             "for --device gpu, a small part of the test suite, the gradient check on numpy, "
-            "vs_pytorch's --quick"
+            "vs_pytorch's --quick, no decoding by PyTorch"
             if mode.rehearsal else "on the GPU")
     spent = f", {used:.0f} s used" if used is not None else ""
     order = ", ".join(str(SECTION_NUMBER[key]) for key in RUN_ORDER)
@@ -157,16 +167,17 @@ class Budget:
         return time.perf_counter() - self.start
 
 
-def run_sections(mode, budget, chosen, report):
+def run_sections(mode, budget, chosen, report, measured):
     """Run the ``chosen`` sections in RUN_ORDER within ``budget`` seconds;
-    ``report(outcomes)`` after each. Returns ({key: Result}, interrupted):
-    Ctrl-C (or SIGTERM) stops the section under way and the check."""
+    ``report(outcomes)`` after each; what they measure towards the targets
+    goes into ``measured``. Returns ({key: Result}, interrupted): Ctrl-C (or
+    SIGTERM) stops the section under way and the check."""
     outcomes = {key: Result("skipped", "not among --sections")
                 for key in RUN_ORDER if key not in chosen}
     budget = Budget(budget, {s.key: s.share for s in SECTIONS if s.key in chosen})
     by_key = {section.key: section for section in SECTIONS}
     with tempfile.TemporaryDirectory(prefix="device-check-") as workdir:
-        context = {"workdir": workdir}
+        context = {"workdir": workdir, "measured": measured}
         for key in (key for key in RUN_ORDER if key in chosen):
             limit = budget.limit(key)
             if limit < MIN_SECTION_SECONDS:
@@ -272,12 +283,15 @@ def main(argv=None):
              else f"minitrans device check: {name or 'GPU'}")
     start, began = time.perf_counter(), datetime.datetime.now(datetime.timezone.utc)
 
+    measured = {}
+
     def report(outcomes, used=None):
         facts = common_facts(mode, args.budget, began, gpu_line, used)
-        return write(args.out_dir, render(title, facts, SECTIONS, outcomes))
+        goals = targets.table(measured, mode.rehearsal)
+        return write(args.out_dir, render(title, facts, SECTIONS, outcomes, goals))
 
     stop_on_sigterm()
-    outcomes, interrupted = run_sections(mode, args.budget, args.sections, report)
+    outcomes, interrupted = run_sections(mode, args.budget, args.sections, report, measured)
     path = report(outcomes, time.perf_counter() - start)
     print(f"report: {path}")
     if args.file:

@@ -1,7 +1,9 @@
 """Sections 4 to 7 of the device check: the model trained and run on the
 device, each against a reference (NumPy's losses, decoding by
-recomputation, PyTorch's step). Sections 1 to 3, the checks of the code,
-and the ``Mode`` and ``Result`` they all share are in ``sections``.
+recomputation, PyTorch's step). Sections 1 to 3 and 8, the checks of the
+code, and the ``Mode`` and ``Result`` they all share are in ``sections``.
+What a section measures towards a target also goes into
+``context["measured"]`` (``targets``).
 """
 
 import importlib.util
@@ -65,11 +67,14 @@ def loss_table(runs):
 # ------------------------------------------------------------ 5. train
 
 
+def train_command(device, folder):
+    return python_command("-m", "minitrans", "train", "copy", "--device", device,
+                          "--out", folder, "--no-progress")
+
+
 def train(mode, limit, context):
     folder = os.path.join(context["workdir"], "copy")
-    command = python_command("-m", "minitrans", "train", "copy", "--device", mode.device,
-                             "--out", folder, "--no-progress")
-    outcome = run_command(command, limit)
+    outcome = run_command(train_command(mode.device, folder), limit)
     summary = parse.training_summary(outcome.output)
     best = os.path.join(folder, "best.npz")
     if os.path.exists(best):
@@ -86,7 +91,32 @@ def train(mode, limit, context):
         + (f"; last training line {summary['tokens_per_second']:,} tokens/s"
            if "tokens_per_second" in summary else ""),
     ]
-    return finish(outcome, result)
+    result = finish(outcome, result)
+    if reached:
+        line, seconds = train_on_the_cpu(context, outcome.seconds, limit - outcome.seconds)
+        result.numbers.append(line)
+        result.seconds += seconds
+    return result
+
+
+def train_on_the_cpu(context, seconds, limit):
+    """`train copy --device cpu` on the same machine, for at most ``limit``
+    seconds, against the device's ``seconds`` to 100%: (a line of numbers,
+    the seconds it ran)."""
+    measured = context.setdefault("measured", {})
+    if limit < 1:
+        return "--device cpu: not run, the section's time was spent", 0.0
+    folder = os.path.join(context["workdir"], "copy-cpu")
+    outcome = run_command(train_command("cpu", folder), limit)
+    summary = parse.training_summary(outcome.output)
+    reached = outcome.returncode == 0 and summary.get("exact_match", 0.0) >= 100.0
+    measured["train"] = {"gpu": seconds, "cpu": outcome.seconds, "cpu_reached": reached}
+    if reached:
+        return (f"--device cpu on this machine: 100% in {outcome.seconds:.1f} s; "
+                f"device / cpu {seconds / outcome.seconds:.2f} (target < 1)"), outcome.seconds
+    why = "stopped at its limit" if outcome.timed_out else parse.last_line(outcome.output)
+    return (f"--device cpu on this machine: not at 100% after {outcome.seconds:.1f} s ({why})",
+            outcome.seconds)
 
 
 # ------------------------------------------------------------ 6. decoding
@@ -115,7 +145,53 @@ def decoding(mode, limit, context):
         f"model: {found['model']}; {found['pairs']} held-out sources, greedy, float32",
     ]
     result.output = without_result_line(outcome)
-    return finish(outcome, result)
+    result = finish(outcome, result)
+    if not mode.rehearsal:  # nn.Transformer recomputing on a CPU: a minute, too long
+        lines, seconds = decoding_against_pytorch(context, limit - outcome.seconds)
+        result.numbers += lines
+        result.seconds += seconds
+    else:
+        result.numbers.append("against PyTorch: not in a rehearsal (PyTorch recomputing "
+                              "on a CPU takes a minute)")
+    return result
+
+
+def decoding_against_pytorch(context, limit):
+    """vs_pytorch.py's decoding alone (32 sequences x 64 tokens, small
+    config): minitrans with the cache and recomputing, PyTorch recomputing.
+    (Lines of numbers, the seconds it ran); the times go to
+    ``context["measured"]``."""
+    if importlib.util.find_spec("torch") is None:
+        return ["against PyTorch: not measured, PyTorch is not installed"], 0.0
+    if limit < 5:
+        return ["against PyTorch: not measured, the section's time was spent"], 0.0
+    raw = os.path.join(context["workdir"], "vs_pytorch_decoding.json")
+    command = python_command("benchmarks/vs_pytorch.py", "--device", "gpu", "--only-decoding",
+                             "--rounds", "3", "--json", raw, "--results", context["workdir"])
+    outcome = run_command(command, limit)
+    times = decoding_times(read_json(raw))
+    if not times:
+        why = "stopped at its limit" if outcome.timed_out else parse.last_line(outcome.output)
+        return [f"against PyTorch: not measured ({why})"], outcome.seconds
+    context.setdefault("measured", {})["decoding"] = times
+    return decoding_lines(times), outcome.seconds
+
+
+def decoding_times(measured):
+    """{"cached", "recomputed", "torch"}: the best seconds of each, from
+    vs_pytorch.py's raw measurements; None where it has no decoding."""
+    decoding = (measured or {}).get("decoding") or {}
+    if not all(decoding.get(key) for key in ("cached", "recomputed", "torch")):
+        return None
+    return {key: min(decoding[key]) for key in ("cached", "recomputed", "torch")}
+
+
+def decoding_lines(times):
+    cached, recomputed, torch = times["cached"], times["recomputed"], times["torch"]
+    return [f"small config, 32 sequences x 64 tokens: cache {cached:.3f} s, minitrans "
+            f"recomputing {recomputed:.3f} s, PyTorch recomputing {torch:.3f} s (best of runs)",
+            f"cache / PyTorch recomputing {cached / torch:.2f} (target <= 1); minitrans "
+            f"recomputing / cache {recomputed / cached:.1f}x (target >= 3x)"]
 
 
 def without_result_line(outcome):
@@ -132,8 +208,8 @@ def without_result_line(outcome):
 # smoke run on the tiny config, its untuned pair included: the suite's test
 # of the script end to end (tests/project/test_device_check.py). Its results
 # file goes to the check's working folder: the check's own report holds the
-# table.
-VS_PYTORCH_FLAGS = {False: ["--device", "gpu", "--rounds", "3", "--no-untuned"],
+# table. Its decoding comparison runs in section 6.
+VS_PYTORCH_FLAGS = {False: ["--device", "gpu", "--rounds", "3", "--no-untuned", "--no-decoding"],
                     True: ["--quick", "--configs", "tiny", "--pause", "0"]}
 
 
@@ -152,6 +228,7 @@ def vs_pytorch(mode, limit, context):
         if measured and measured.get("configs"):
             result.details = "Measured before it stopped:\n\n" + partial_report(measured)
     result.numbers = step_ratios(measured)
+    context.setdefault("measured", {}).update(training_numbers(measured))
     result.output = tail(outcome.stderr) or "(nothing on standard error)"
     result.output_label = "standard error (last lines; the report is above)"
     return finish(outcome, result)
@@ -183,3 +260,18 @@ def step_ratios(measured):
             lines.append(f"{name}: minitrans {ours * 1e3:.1f} ms, PyTorch {theirs * 1e3:.1f} ms "
                          f"per step (minitrans / PyTorch {ours / theirs:.2f})")
     return lines
+
+
+def training_numbers(measured):
+    """{"steps", "memory", "skipped"} for ``targets``, from vs_pytorch.py's
+    raw measurements: the median steps and the device memory of each config."""
+    steps, memory = {}, {}
+    for name, result in ((measured or {}).get("configs") or {}).items():
+        median = median_steps(result)
+        if "minitrans" in median and "torch" in median:
+            steps[name] = (median["minitrans"], median["torch"])
+        held = result.get("memory") or {}
+        pair = [(held.get(label) or {}).get("device_bytes") for label in ("minitrans", "torch")]
+        if all(pair):
+            memory[name] = tuple(pair)
+    return {"steps": steps, "memory": memory, "skipped": (measured or {}).get("skipped") or {}}

@@ -1,16 +1,18 @@
-"""The device check's report: one Markdown file, the machine and a table of
-every section first, then a part per section with its command, key
+"""The device check's report: one Markdown file, the machine, the targets
+and a table of every section first, then a part per section with its command, key
 numbers, details and the end of its output in a collapsible block."""
 
 STATUS_TEXT = {"passed": "passed", "FAILED": "**FAILED**", "skipped": "skipped"}
 SUMMARY_WIDTH = 140  # characters of a section's first key number in the summary table
 
 
-def render(title, facts, sections, results):
+def render(title, facts, sections, results, targets=""):
     """The whole report. ``facts``: lines under the title; ``sections``: the
     Section tuples in order; ``results``: {key: Result} of those that ran
-    (or were skipped) so far: the others show as not reached."""
+    (or were skipped) so far: the others show as not reached; ``targets``:
+    the targets table (Markdown), first after the facts."""
     lines = [f"# {title}", ""] + [line for fact in facts for line in (fact, "")]
+    lines += [targets, ""] if targets else []
     lines += [summary_table(sections, results), ""]
     for number, section in enumerate(sections, 1):
         lines += section_part(number, section, results.get(section.key))

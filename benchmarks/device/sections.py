@@ -1,7 +1,9 @@
-"""The device check's sections 1 to 3, the checks of the code: the doctor's
-report, the CuPy leg of the test suite and the gradient check. Each runs one
-command with a time limit and turns its outcome into a ``Result`` for the
-report (sections 4 to 7, the model at work, are in ``model_runs``).
+"""The device check's checks of the code: the doctor's report (section 1),
+the CuPy leg of the test suite (2), the gradient check (3) and the kernel
+launches counted on the host (8). Each runs one command with a time limit
+and turns its outcome into a ``Result`` for the report (sections 4 to 7,
+the model at work, are in ``model_runs``). What a section measures towards
+a target also goes into ``context["measured"]`` (``targets``).
 
 On a GPU they use the cupy backend and ``--device gpu``; in a rehearsal
 (``Mode.rehearsal``) the stand-ins run instead: the strict backend, whose
@@ -21,7 +23,13 @@ from commands import REPO, child_env, python_command, run_command, tail
 # 3 does: it is left out of section 2 so that the report runs once.
 GRADCHECK_TEST = ("tests/library/test_gradcheck.py::"
                   "test_the_report_passes_every_layer_on_every_backend")
-REHEARSAL_TESTS = ["tests/library/test_linear.py"]  # the rest of the suite: its own CI run
+# the rest of the suite: its own CI run
+REHEARSAL_TESTS = ["tests/library/test_linear.py",
+                   "tests/library/test_kernels.py::test_device_equals_reference"]
+# A pytest -v line of a fused kernel's test against its reference, on any backend:
+# "tests/library/test_kernels.py::test_device_equals_reference[cupy-layer_norm-float32] PASSED"
+FUSED_TEST = re.compile(r"^tests/library/test_kernels\.py::test_device_equals_reference"
+                        r"\[\w+-(\w+)-float(?:32|64)\] (PASSED|FAILED|ERROR)\b")
 FAILURES_SHOWN = 30
 
 
@@ -127,7 +135,32 @@ def pytest_leg(mode, limit, context):
     # COLUMNS: the width pytest cuts the summary's error lines to
     env = child_env({"MINITRANS_TEST_TIMEOUT": str(mode.test_timeout), "COLUMNS": "160"})
     outcome = run_command(command, limit, env, stop=signal.SIGINT)
-    return finish(outcome, pytest_result(outcome, mode))
+    result = pytest_result(outcome, mode)
+    fused = fused_pairs(outcome.output)
+    context.setdefault("measured", {})["fused"] = fused
+    result.numbers.append(fused_line(fused))
+    return finish(outcome, result)
+
+
+def fused_pairs(output):
+    """{"passed": the fused kernels whose every leg of
+    test_device_equals_reference passed, "failed": the others}, sorted."""
+    outcomes = {}
+    for found in map(FUSED_TEST.match, output.splitlines()):
+        if found:
+            outcomes.setdefault(found[1], []).append(found[2] == "PASSED")
+    return {"passed": sorted(name for name, oks in outcomes.items() if all(oks)),
+            "failed": sorted(name for name, oks in outcomes.items() if not all(oks))}
+
+
+def fused_line(fused):
+    """"fused = reference on the device: N pairs passed", and any failed."""
+    line = f"fused = reference on the device: {len(fused['passed'])} pairs passed"
+    if fused["failed"]:
+        line += f", {len(fused['failed'])} failed ({', '.join(fused['failed'])})"
+    if not fused["passed"] and not fused["failed"]:
+        line += " (test_device_equals_reference did not run)"
+    return line
 
 
 def pytest_result(outcome, mode):
@@ -219,3 +252,27 @@ def gradcheck_progress_numbers(checks):
             f"{last[5]:.0f} s, the last `{last[1]}`: "
             + (f"{len(failed)} failed ({', '.join(failed[:3])})" if failed else "every one passed")
             + f"; worst relative error {max(c[4] for c in checks):.1e}"]
+
+
+# ------------------------------------------------------------ 8. launches
+
+
+def launches(mode, limit, context):
+    """The launches of a tiny training step and of a decoded token, counted
+    on the strict backend (on the host, on a GPU machine too), beside their
+    budgets."""
+    outcome = run_command(python_command("benchmarks/device/launch_counts.py"), limit)
+    found = parse.result_json(outcome.stdout)
+    if not found:
+        return finish(outcome, failed_command(outcome, "the launch count"))
+    context.setdefault("measured", {})["launches"] = found
+    result = Result("passed", numbers=[
+        f"a tiny training step: {found['step']} launches (budget {found['step_budget']}, "
+        f"a quarter of the unfused {found['unfused_step']})",
+        f"a decoded token: {found['token']} launches (budget {found['token_budget']}, "
+        f"a quarter of the unfused {found['unfused_token']})"])
+    result.details = "\n".join(
+        ["Most frequent launches of the step:", "", "```text", *found["step_kinds"], "```", "",
+         "Of the decoding the token was counted from (9 tokens):", "", "```text",
+         *found["decoding_kinds"], "```"])
+    return finish(outcome, result)

@@ -3,8 +3,9 @@ refuses at once, in one line, where no GPU can work; its loss comparison
 fails on a wrong answer; the per-test time limit of ``tests/conftest.py``
 fails a test that runs past it; ``-m cupy`` picks the CuPy leg and nothing
 else; a section past its limit is stopped; a report is filed under the name
-of a results file; and the rehearsal runs every section end to end into one
-report that begins as every results file does.
+of a results file; the targets table says met, not met or not measured from
+the numbers the sections read; and the rehearsal runs every section end to
+end into one report that begins as every results file does.
 
 The rehearsal's section 7 is vs_pytorch.py's smoke run, with its tuned and
 untuned workers: the suite's end-to-end test of that script too.
@@ -29,8 +30,10 @@ sys.path[:0] = [DEVICE, BENCHMARKS]  # as the check runs: its folder, then the h
 
 import backend_agreement  # noqa: E402
 import check  # noqa: E402
+import model_runs  # noqa: E402
 import parsing  # noqa: E402
 import sections  # noqa: E402
+import targets  # noqa: E402
 from commands import run_command  # noqa: E402
 
 from harness import results  # noqa: E402
@@ -221,6 +224,99 @@ def test_vs_pytorch_reports_a_gpu_run_in_the_gpu_terms():
     assert "| tiny | 20 ms | 10 ms | 2.00 | n/a |" in text and "300 / 200 MB (1.50)" in text
 
 
+# ------------------------------------------------------------ the targets
+
+# What the sections read on a machine where every target is met.
+MET_EVERYWHERE = {
+    "steps": {"tiny": (0.006, 0.010), "small": (0.0069, 0.010), "base": (0.020, 0.020),
+              "copy": (0.010, 0.015), "llama": (0.019, 0.020)},
+    "memory": {"tiny": (28 * 2**20, 110 * 2**20), "copy": (370 * 2**20, 394 * 2**20)},
+    "train": {"gpu": 12.0, "cpu": 15.0, "cpu_reached": True},
+    "decoding": {"cached": 0.15, "recomputed": 0.60, "torch": 0.17},
+    "launches": {"step": 300, "token": 40, "step_budget": 366, "token_budget": 46},
+    "fused": {"passed": ["adam_update", "layer_norm"], "failed": []},
+}
+
+
+def verdicts(measured):
+    return {row[0]: row[2] for row in targets.rows(measured)}
+
+
+def test_the_targets_table_says_met_for_numbers_that_meet_every_target():
+    text = targets.table(MET_EVERYWHERE)
+    assert text.startswith("Targets: 12 met, 0 not met, 0 not measured, of 12.")
+    assert set(verdicts(MET_EVERYWHERE).values()) == {"met"}
+    assert "| vs_pytorch tiny: step time / PyTorch CUDA eager's <= 0.7 | 0.60 (6.0 / 10.0 ms)" \
+           " | met |" in text
+    assert "| greedy decoding: minitrans recomputing / with the cache >= 3 | 4.0x" in text
+    assert "worst 0.94 (copy: 370 / 394 MB) of 2 configs | met |" in text
+
+
+@pytest.mark.parametrize("key, planted, target", [
+    ("steps", {"tiny": (0.0071, 0.010)}, "vs_pytorch tiny"),  # 0.71 > 0.7
+    ("steps", {"base": (0.0201, 0.020)}, "vs_pytorch base"),  # 1.005 > 1.0
+    ("memory", {"base": (829 * 2**20, 828 * 2**20)}, "peak GPU memory"),
+    ("train", {"gpu": 15.0, "cpu": 15.0, "cpu_reached": True}, "`train copy`"),
+    ("decoding", {"cached": 0.18, "recomputed": 0.60, "torch": 0.17},
+     "greedy decoding with the cache / PyTorch"),
+    ("decoding", {"cached": 0.15, "recomputed": 0.44, "torch": 0.17},
+     "greedy decoding: minitrans recomputing"),
+    ("launches", {"step": 367, "token": 40, "step_budget": 366, "token_budget": 46},
+     "launches of a tiny training step"),
+    ("launches", {"step": 300, "token": 47, "step_budget": 366, "token_budget": 46},
+     "launches of a decoded token"),
+    ("fused", {"passed": ["layer_norm"], "failed": ["adam_update"]}, "fused = reference"),
+])
+def test_one_number_past_its_target_is_that_target_not_met_alone(key, planted, target):
+    measured = {**MET_EVERYWHERE, key: {**MET_EVERYWHERE[key], **planted}}
+    found = verdicts(measured)
+    missed = [name for name, word in found.items() if word != "met"]
+    assert len(missed) == 1 and missed[0].startswith(target), found
+    assert found[missed[0]] == "**not met**"
+    assert "Targets: 11 met, 1 not met, 0 not measured" in targets.table(measured)
+
+
+def test_a_target_without_its_number_is_not_measured_never_met():
+    measured = {key: value for key, value in MET_EVERYWHERE.items()
+                if key not in ("decoding", "launches")}
+    measured["steps"] = {k: v for k, v in MET_EVERYWHERE["steps"].items() if k != "llama"}
+    measured["skipped"] = {"llama": "transformers is not installed"}
+    found = targets.rows(measured)
+    unmeasured = [row for row in found if row[2] == "not measured"]
+    assert len(unmeasured) == 5 and unmeasured[0][1] == "(transformers is not installed)"
+    assert targets.table({}).startswith("Targets: 0 met, 0 not met, 12 not measured")
+    stopped = {**MET_EVERYWHERE, "train": {"gpu": 12.0, "cpu": 30.0, "cpu_reached": False}}
+    assert verdicts(stopped)[targets.train_row(stopped)[0]] == "met"
+    assert "the CPU not at 100% after 30.0 s" in targets.train_row(stopped)[1]
+
+
+def test_the_sections_read_their_numbers_for_the_targets():
+    output = ("tests/library/test_kernels.py::test_device_equals_reference[cupy-adam_update-"
+              "float64] PASSED\n"
+              "tests/library/test_kernels.py::test_device_equals_reference[cupy-adam_update-"
+              "float32] FAILED\n"
+              "tests/library/test_kernels.py::test_device_equals_reference[cupy-layer_norm-"
+              "float64] PASSED\n"
+              "tests/library/test_kernels.py::test_fast_equals_reference[cupy-sigmoid-"
+              "float64] PASSED\n")
+    fused = sections.fused_pairs(output)
+    assert fused == {"passed": ["layer_norm"], "failed": ["adam_update"]}
+    assert sections.fused_line(fused) == ("fused = reference on the device: 1 pairs passed, "
+                                          "1 failed (adam_update)")
+    raw = {"configs": {"tiny": {"times": {"minitrans": [0.03, 0.01, 0.02], "torch": [0.01]},
+                                "memory": {"minitrans": {"device_bytes": 3},
+                                           "torch": {"device_bytes": 4}}},
+                       "small": {"times": {"minitrans": [0.03], "torch": [0.01]},
+                                 "memory": {"minitrans": {}, "torch": {}}}},
+           "skipped": {"llama": "no transformers"},
+           "decoding": {"cached": [0.5, 0.2], "recomputed": [0.9, 0.8], "torch": [0.3, 0.4]}}
+    numbers = model_runs.training_numbers(raw)
+    assert numbers == {"steps": {"tiny": (0.02, 0.01), "small": (0.03, 0.01)},
+                       "memory": {"tiny": (3, 4)}, "skipped": {"llama": "no transformers"}}
+    assert model_runs.decoding_times(raw) == {"cached": 0.2, "recomputed": 0.8, "torch": 0.3}
+    assert model_runs.decoding_times({"configs": {}}) is None
+
+
 # ------------------------------------------------------------ end to end
 
 
@@ -235,12 +331,18 @@ def test_the_rehearsal_runs_every_section_into_one_report(tmp_path):
         assert f"\n{field}" in written.split("\n| # |")[0]
     for number, key in enumerate(["Environment report", "CuPy leg of the test suite",
                                   "Gradient check", "20 training steps", "copy task",
-                                  "Greedy decoding", "against PyTorch"], 1):
+                                  "Greedy decoding", "against PyTorch", "Kernel launches"], 1):
         assert f"\n## {number}. " in written and key in written.split(f"\n## {number}. ")[1]
+    head = written.split("\n| # |")[0]
+    assert "\nTargets: " in head and "| target | measured | verdict |" in head
     parts = written.split("\n## ")[1:]
-    assert len(parts) == 7 and all("Status: " in part for part in parts)
-    assert all("Status: passed" in part for part in parts[1:6]), written[:3000]
+    assert len(parts) == 8 and all("Status: " in part for part in parts)
+    assert all("Status: passed" in part for part in parts[1:6] + parts[7:]), written[:3000]
     assert "every tensor" in parts[2] and "| 20 |" in parts[3]
+    assert "fused = reference on the device: " in parts[1] and " 0 pairs" not in parts[1]
+    assert "--device cpu on this machine: 100% in " in parts[4]
+    assert "a tiny training step: " in parts[7] and "| launches of a decoded token <= " in head
+    assert "| `train copy` to 100%: " in head and "| fused = reference on the device" in head
     if importlib.util.find_spec("torch") is None:  # pip install ".[dev]": no reference to run
         assert "Status: skipped" in parts[6] and "PyTorch is not installed" in parts[6]
     else:  # vs_pytorch.py's report: both pairs of workers, PyTorch's two Adams, the split
