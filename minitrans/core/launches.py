@@ -54,6 +54,10 @@ class Launches:
 _active_counters = []
 _counters_lock = threading.Lock()  # DataParallel's workers run layers on threads
 _inside = threading.local()  # per thread: how deep inside one_launch blocks
+# The stretches being recorded (capture.record_stretch): the strict backend
+# hands each launch to the last one, and one_launch tells them where a fused
+# kernel begins and ends, so that its body is kept as one operation
+STRETCHES = []
 
 
 @contextlib.contextmanager
@@ -71,9 +75,10 @@ def count_launches():
 
 
 def counting():
-    """Whether any ``count_launches()`` block is open: the strict backend only
-    works out whether a call copied when someone is counting."""
-    return bool(_active_counters)
+    """Whether any ``count_launches()`` block (or stretch being recorded) is
+    open: the strict backend only works out whether a call copied, or
+    gathered, when someone is counting."""
+    return bool(_active_counters or STRETCHES)
 
 
 def record(kind):
@@ -90,8 +95,12 @@ def one_launch(name):
     """The body is one fused kernel on a device: it counts as one launch
     ("fused NAME"), and the operations inside it are not counted."""
     record(f"fused {name}")
+    for stretch in STRETCHES:
+        stretch.fused_begins(name)
     _inside.depth = getattr(_inside, "depth", 0) + 1
     try:
         yield
     finally:
         _inside.depth -= 1
+        for stretch in STRETCHES:
+            stretch.fused_ends()

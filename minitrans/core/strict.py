@@ -25,7 +25,6 @@ all the work queued before it (``host_syncs.count_host_syncs()``), and every
 operation that would launch a kernel on a GPU (``launches.count_launches()``).
 """
 
-import contextlib
 import types
 
 import numpy as np
@@ -36,9 +35,12 @@ from minitrans.core.cupy_differences import (GENERATOR_NOT_IN_CUPY, NDARRAY_NOT_
                                              NOT_IN_CUPY, not_in_cupy,
                                              refuse_cast_cupy_does_otherwise,
                                              refuse_repeated_targets)
+from minitrans.core.float64_guard import FORBIDDING as _float64_forbidden
+from minitrans.core.float64_guard import forbid_float64  # noqa: F401  (strict.forbid_float64)
 
 # What copies host data to the "device", like cupy.asarray (ascontiguousarray refuses)
 _HOST_TO_DEVICE = {"asarray", "array", "asanyarray"}
+_stretches = launches.STRETCHES  # open capture.record_stretch() blocks: empty nearly always
 
 
 def _host_value(kind, convert):
@@ -68,13 +70,17 @@ class StrictArray(NDArrayOperatorsMixin):
                 f"numpy.{ufunc.__name__}.{method} was called on a device array; "
                 f"use the backend's namespace (xp.{ufunc.__name__}.{method})"
             )
-        inputs = [x._data if type(x) is StrictArray else _unwrap(x, f"numpy.{ufunc.__name__}")
-                  for x in inputs]
+        data = [x._data if type(x) is StrictArray else unwrap(x, f"numpy.{ufunc.__name__}")
+                for x in inputs]
         out = kwargs.get("out")
         if out is not None:
-            kwargs["out"] = _unwrap(out, f"numpy.{ufunc.__name__}")
-        launches.record(ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}")
-        result = getattr(ufunc, method)(*inputs, **kwargs)
+            kwargs["out"] = unwrap(out, f"numpy.{ufunc.__name__}")
+        kind = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+        launches.record(kind)
+        result = getattr(ufunc, method)(*data, **kwargs)
+        if _stretches:  # wrapped first: a scalar result becomes the 0-d array the caller holds
+            result = _wrap(result)
+            _stretches[-1].add(kind, getattr(ufunc, method), inputs, kwargs, result)
         if isinstance(out, tuple) and len(out) == 1 and type(out[0]) is StrictArray:
             return out[0]  # a += b gives back a itself, as CuPy does (flat views stay held)
         return _wrap(result)
@@ -112,24 +118,31 @@ class StrictArray(NDArrayOperatorsMixin):
 
     # -- array behaviour ----------------------------------------------------
 
-    def __getitem__(self, key):
-        key = _unwrap(key, "indexing")
+    def __getitem__(self, given):
+        key = unwrap(given, "indexing")
         parts = key if type(key) is tuple else (key,)  # by index arrays: a gather, else a view
+        result = _wrap(self._data[key])
         if launches.counting() and any(isinstance(p, (np.ndarray, list)) for p in parts):
             launches.record("gather")
-        return _wrap(self._data[key])
+            if _stretches:
+                _stretches[-1].add("gather", self._data.__getitem__, (given,), {}, result)
+        return result
 
-    def __setitem__(self, key, value):
-        key = _unwrap(key, "indexing")
+    def __setitem__(self, given, value):
+        key = unwrap(given, "indexing")
         refuse_repeated_targets(self._data, key)
-        self._data[key] = _unwrap(value, "assignment")
+        self._data[key] = unwrap(value, "assignment")
         launches.record("setitem")
+        if _stretches:
+            _stretches[-1].add("setitem", self._data.__setitem__, (given, value), {}, self)
 
     def astype(self, dtype, *args, **kwargs):
         refuse_cast_cupy_does_otherwise(self._data, np.dtype(dtype))
         result = self._data.astype(dtype, *args, **kwargs)
         if result is not self._data:  # copy=False to the same dtype: no copy
             launches.record("astype")
+            if _stretches:
+                _stretches[-1].add("astype", self._data.astype, (dtype, *args), kwargs, result)
         return _wrap(result)
 
     # The attributes read on every layer call, answered without __getattr__
@@ -155,12 +168,10 @@ class StrictArray(NDArrayOperatorsMixin):
     def __iter__(self):
         return (_wrap(row) for row in self._data)
 
-    def __copy__(self):
-        launches.record("copy")
-        return StrictArray(self._data.copy())
+    def __copy__(self, memo=None):  # copy.copy(x) and copy.deepcopy(x): x.copy(), a launch
+        return self.copy()
 
-    def __deepcopy__(self, memo):
-        return self.__copy__()
+    __deepcopy__ = __copy__
 
     def __reduce__(self):
         raise TypeError("device arrays cannot be pickled; use minitrans.to_numpy first")
@@ -170,8 +181,8 @@ class StrictArray(NDArrayOperatorsMixin):
 _PLAIN = (int, float, bool, str, type(None), slice, np.dtype, type, type(Ellipsis))
 
 
-def _unwrap(value, where, allow_host=False):
-    """Replace StrictArrays by their data; refuse NumPy arrays."""
+def unwrap(value, where, allow_host=False):
+    """Replace StrictArrays by their data; refuse NumPy arrays (unless ``allow_host``)."""
     if type(value) is StrictArray:
         return value._data
     if isinstance(value, _PLAIN):
@@ -185,28 +196,10 @@ def _unwrap(value, where, allow_host=False):
             "it with minitrans.to_device"
         )
     if isinstance(value, (list, tuple)):
-        return type(value)([_unwrap(item, where, allow_host) for item in value])
+        return type(value)([unwrap(item, where, allow_host) for item in value])
     if isinstance(value, dict):
-        return {key: _unwrap(item, where, allow_host) for key, item in value.items()}
+        return {key: unwrap(item, where, allow_host) for key, item in value.items()}
     return value
-
-
-_float64_forbidden = False
-
-
-@contextlib.contextmanager
-def forbid_float64():
-    """Inside this block, any float64 array that the strict backend makes
-    raises TypeError. Under NumPy 2 a float32 array combined with a float64
-    array or NumPy float64 scalar becomes float64, silently doubling the
-    memory and time of everything after it; the float32 tests run whole
-    training steps in here to prove that nothing does."""
-    global _float64_forbidden
-    previous, _float64_forbidden = _float64_forbidden, True
-    try:
-        yield
-    finally:
-        _float64_forbidden = previous
 
 
 def _wrap(value):
@@ -227,13 +220,19 @@ def _wrap(value):
     return value
 
 
-def _record_copy(kind, source, result):
+def _record_copy(kind, source, result, call):
     """After a view-or-copy call (``reshape``, ``asarray``): a launch if it
-    copied the device array ``source``, a transfer if ``source`` is host data."""
+    copied the device array ``source``, a transfer if ``source`` is host data.
+    ``call`` (function, args, kwargs) is kept by a capture.record_stretch()."""
     if type(source) is not StrictArray:
-        launches.record(f"transfer ({kind})")
-    elif isinstance(result, np.ndarray) and not np.may_share_memory(result, source._data):
-        launches.record(f"copy ({kind})")
+        kind = f"transfer ({kind})"
+    elif type(result) is StrictArray and not np.may_share_memory(result._data, source._data):
+        kind = f"copy ({kind})"
+    else:
+        return  # a view: nothing launched
+    launches.record(kind)
+    if _stretches:
+        _stretches[-1].add(kind, *call, result)
 
 
 def _wrap_function(function, name, allow_host=False, kind=None, array=None):
@@ -242,17 +241,18 @@ def _wrap_function(function, name, allow_host=False, kind=None, array=None):
     where, kind = f"xp.{name}", kind or name
     launches_one = name not in launches.NO_LAUNCH and name not in launches.VIEW_OR_COPY
 
-    def wrapped(*args, **kwargs):
-        source = array if array is not None or not args else args[0]
-        args = _unwrap(args, where, allow_host)
-        if kwargs:
-            kwargs = _unwrap(kwargs, where, allow_host)
-        result = function(*args, **kwargs)
+    def wrapped(*given, **kwargs):
+        source = array if array is not None or not given else given[0]
+        args = unwrap(given, where, allow_host)
+        data_kwargs = unwrap(kwargs, where, allow_host) if kwargs else kwargs
+        result = _wrap(function(*args, **data_kwargs))
         if launches_one:
             launches.record(kind)
+            if _stretches:  # array: the one a method that returns None wrote into
+                _stretches[-1].add(kind, function, given, kwargs, result, array)
         elif name in launches.VIEW_OR_COPY and launches.counting():
-            _record_copy(kind, source, result)
-        return _wrap(result)
+            _record_copy(kind, source, result, (function, given, kwargs))
+        return result
 
     wrapped.__name__ = name
     wrapped.__doc__ = getattr(function, "__doc__", None)
