@@ -66,12 +66,15 @@ class AddNorm(Module):
         self._sublayer = sublayer
         self.cache = len(others)
         if self.pre_norm:
-            out = self.dropout.forward(
-                sublayer.forward(self.layer_norm.forward(x), *others, **options)
-            )
-            return _add_into(out, x)
-        total = _add_into(self.dropout.forward(sublayer.forward(x, *others, **options)), x)
-        return self.layer_norm.forward(total)
+            return self._residual(sublayer.forward(self.layer_norm.forward(x), *others, **options),
+                                  x)
+        return self.layer_norm.forward(self._residual(sublayer.forward(x, *others, **options), x))
+
+    def _residual(self, out, x):
+        """x + Dropout(out): in training one call that a device runs as one kernel."""
+        if self.dropout.dropping:
+            return self.dropout.forward_added(out, x)
+        return _add_into(self.dropout.forward(out), x)
 
     def infer(self, x, sublayer_fn):
         """The same connection around ``sublayer_fn`` (a function of the

@@ -47,14 +47,14 @@ class ScaledDotProductAttention(Module):
     def forward(self, Q, K, V, mask=None, groups=1):
         self._check_inputs(Q, K, V, groups)
         scale = 1.0 / math.sqrt(Q.shape[-1])  # a Python float keeps float32
-        scores = Q @ K.swapaxes(-1, -2)  # (..., T_q, T_k)
-        scores *= scale
+        scores = Q @ K.swapaxes(-1, -2)  # (..., T_q, T_k), scaled by the softmax
         if groups > 1:  # each head's rows apart, for its mask: (..., groups, T_q / groups, T_k)
             scores = scores.reshape(*scores.shape[:-2], groups, -1, scores.shape[-1])
         if mask is not None:
             checks.check_mask("mask", mask, scores.shape)
-        # masked_softmax(scores, mask); the fast version may write over the scores
-        P = attention_softmax(scores, mask).reshape(*Q.shape[:-1], K.shape[-2])  # rows stacked
+        # masked_softmax(scale * scores, mask); the fast version may write over the scores
+        P = attention_softmax(scores, mask, scale)
+        P = P.reshape(*Q.shape[:-1], K.shape[-2])  # rows stacked
         self.cache = (Q, K, V, P, scale, groups)
         return P @ V
 
@@ -63,8 +63,8 @@ class ScaledDotProductAttention(Module):
         checks.check_same_shape("dout", dout, (*P.shape[:-1], V.shape[-1]))
         dV = P.swapaxes(-1, -2) @ dout  # P^T dout
         dP = dout @ V.swapaxes(-1, -2)
-        dS = attention_softmax_backward(P, dP)  # masked entries have P = 0, so dS = 0
-        dS *= scale  # once here, rather than on dQ and dK
+        # masked entries have P = 0, so dS = 0; scaled once, rather than dQ and dK
+        dS = attention_softmax_backward(P, dP, scale)
         dQ = dS @ K
         dK = dS.swapaxes(-1, -2) @ Q  # dS^T Q
         return dQ, dK, dV

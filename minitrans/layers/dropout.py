@@ -1,6 +1,6 @@
 """Inverted dropout (Srivastava et al., 2014; paper §5.4)."""
 
-from minitrans.core import backend, checks, kernels
+from minitrans.core import backend, checks, fusion, kernels
 from minitrans.layers.module import Module
 from minitrans.ops.random_bits import random_uint16, random_uniform, stream_key
 
@@ -52,27 +52,37 @@ class Dropout(Module):
         self.stream = (self.seed, 0 if step is None else int(step) + 1)
         self.draws = 0  # masks drawn from this stream so far
 
+    @property
+    def dropping(self):
+        """Whether forward drops anything: in training, with p > 0."""
+        return self.training and self.p > 0.0
+
     def forward(self, x):
         checks.check_array("x", x)
-        if not self.training or self.p == 0.0:
+        if not self.dropping:
             self.cache = (None, x.shape)
             return x
         keep = self._draw_keep_mask(x.shape)
         self.cache = (keep, x.shape)
-        return self._masked(x, keep)
+        return dropout_scale(x, keep, 1.0 / (1.0 - self.p))
+
+    def forward_added(self, x, residual):
+        """residual + forward(x), the residual connection's sum, for a
+        dropping layer: on a device the mask, the scale and the addition are
+        one kernel. ``backward`` is forward's."""
+        checks.check_array("x", x)
+        if not self.dropping:
+            raise RuntimeError("forward_added: only while dropping (see .dropping)")
+        keep = self._draw_keep_mask(x.shape)
+        self.cache = (keep, x.shape)
+        return residual_dropout(residual, x, keep, 1.0 / (1.0 - self.p))
 
     def backward(self, dy):
         keep, x_shape = self.saved()
         checks.check_same_shape("dy", dy, x_shape)
         if keep is None:
             return dy
-        return self._masked(dy, keep)
-
-    def _masked(self, a, keep):
-        """a * m / (1 - p): the forward's and the backward's one formula."""
-        result = a * keep
-        result *= 1.0 / (1.0 - self.p)  # in place: one new array, not two
-        return result
+        return dropout_scale(dy, keep, 1.0 / (1.0 - self.p))
 
     def _draw_keep_mask(self, shape):
         """m ~ Bernoulli(1 - p), as a boolean array: the next mask of the stream."""
@@ -106,3 +116,49 @@ def dropout_keep_mask_fast(key, shape, p):
 
 
 dropout_keep_mask = kernels.pair(dropout_keep_mask_reference, dropout_keep_mask_fast)
+
+
+# Applying a mask: y = a * m / (1 - p), the forward's and the backward's one
+# formula, alone or with the residual connection's addition after it.
+
+
+def dropout_scale_reference(a, keep, scale):
+    """a * m * scale, scale = 1 / (1 - p)."""
+    return a * keep * scale
+
+
+def dropout_scale_fast(a, keep, scale):
+    """The reference, with the scale applied in place: one new array, not two."""
+    result = a * keep
+    result *= scale
+    return result
+
+
+@fusion.fused("dropout_scale")
+def dropout_scale_device(a, keep, scale):
+    """a * m * scale, one kernel."""
+    return a * keep * scale
+
+
+def residual_dropout_reference(residual, a, keep, scale):
+    """residual + a * m * scale: x + Dropout(F(x)), with a = F(x)."""
+    return residual + a * keep * scale
+
+
+def residual_dropout_fast(residual, a, keep, scale):
+    """The reference in one new array: a * m, scaled and added to in place."""
+    result = dropout_scale_fast(a, keep, scale)
+    result += residual
+    return result
+
+
+@fusion.fused("residual_dropout")
+def residual_dropout_device(residual, a, keep, scale):
+    """residual + a * m * scale, one kernel."""
+    return residual + a * keep * scale
+
+
+dropout_scale = kernels.pair(dropout_scale_reference, dropout_scale_fast,
+                             device=dropout_scale_device)
+residual_dropout = kernels.pair(residual_dropout_reference, residual_dropout_fast,
+                                device=residual_dropout_device)

@@ -1,6 +1,6 @@
 """The position-wise feed-forward network (paper §3.3)."""
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, fusion, kernels
 from minitrans.layers.linear import Linear
 from minitrans.layers.module import Module
 from minitrans.layers.swiglu import SwiGLUFeedForward
@@ -22,6 +22,10 @@ class FeedForward(Module):
     ``activation="gelu"`` puts GELU (``ops.activations.gelu``) where the
     paper has max(0, .), as BERT and GPT-2 do; its backward multiplies by
     GELU'(a) instead of [a > 0], so the pre-activation a is kept.
+
+    The bias b_1 and the activation, and their backward, are kernel pairs
+    (``bias_relu``, ``relu_backward``, ``bias_gelu`` below): on a device one
+    fused kernel each between the two matrix products.
 
     Backward, with a = x W_1 + b_1 and r = max(0, a):
         dr = W_2's backward of dy     (dW_2 += r^T dy, db_2 += sum of dy)
@@ -54,12 +58,14 @@ class FeedForward(Module):
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model)
         checks.check_finite("x", x)
         with checks.inputs_checked():  # W_1 and W_2 need not check x and hidden again
-            hidden = self.W_1.forward(x)  # a = x W_1 + b_1, (..., d_ff), a fresh array
+            b_1 = self.W_1.params.get("b")
+            product = self.W_1.forward(x, add_bias=False)  # x W_1, (..., d_ff), a fresh array
             if self.activation == "gelu":
+                hidden, out = bias_gelu(product, b_1)  # a = x W_1 + b_1 and GELU(a)
                 self.cache = hidden  # GELU'(a) needs a itself
-                return self.W_2.forward(activations.gelu(hidden))
-            relu_in_place(hidden)  # one (..., d_ff) array, not two
-            self.cache = hidden  # r = max(0, a): r > 0 exactly where a > 0
+                return self.W_2.forward(out)
+            hidden = bias_relu(product, b_1)  # r = max(0, a), a = x W_1 + b_1
+            self.cache = hidden  # r > 0 exactly where a > 0
             return self.W_2.forward(hidden)
 
     def backward(self, dy):
@@ -67,13 +73,58 @@ class FeedForward(Module):
         dhidden = self.W_2.backward(dy)
         if self.activation == "gelu":
             return self.W_1.backward(activations.gelu_backward(hidden, dhidden))
-        dhidden *= hidden > 0  # ReLU passes the gradient where its output is positive
-        return self.W_1.backward(dhidden)
+        return self.W_1.backward(relu_backward(dhidden, hidden))
 
 
-def relu_in_place(a):
-    """a = max(0, a), written into a."""
-    return backend.get_xp().maximum(a, 0.0, out=a)
+# The bias and the activation between the two matrix products, and their
+# backward: on a device one fused kernel each.
+
+
+def bias_relu_reference(product, b):
+    """r = max(0, x W + b), given the product x W; b None: no bias."""
+    xp = backend.get_xp()
+    return xp.maximum(product if b is None else product + b, 0.0)
+
+
+def bias_relu_fast(product, b):
+    """The reference, written into the product: one (..., d_ff) array, not two."""
+    if b is not None:
+        product += b
+    return backend.get_xp().maximum(product, 0.0, out=product)
+
+
+@fusion.fused("bias_relu")
+def bias_relu_kernel(product, b):
+    """max(0, x W + b), one kernel."""
+    return backend.get_xp().maximum(product + b, 0.0)
+
+
+def bias_relu_device(product, b):
+    """The reference as one fused kernel (a Python 0 for a missing bias)."""
+    return bias_relu_kernel(product, 0.0 if b is None else b)
+
+
+def relu_backward_reference(dr, r):
+    """da = dr * [a > 0]: ReLU passes the gradient where its output r = max(0, a)
+    is positive, exactly where a > 0."""
+    return dr * (r > 0)
+
+
+def relu_backward_fast(dr, r):
+    """The reference, written into dr."""
+    dr *= r > 0
+    return dr
+
+
+@fusion.fused("relu_backward")
+def relu_backward_device(dr, r):
+    """dr * [r > 0], one kernel."""
+    return dr * (r > 0)
+
+
+bias_relu = kernels.pair(bias_relu_reference, bias_relu_fast, device=bias_relu_device)
+relu_backward = kernels.pair(relu_backward_reference, relu_backward_fast,
+                             device=relu_backward_device)
 
 
 def build_feed_forward(d_model, d_ff, activation="relu", bias=True, rng=None):
@@ -83,3 +134,31 @@ def build_feed_forward(d_model, d_ff, activation="relu", bias=True, rng=None):
     if activation == "swiglu":
         return SwiGLUFeedForward(d_model, d_ff, rng=rng, bias=bias)
     return FeedForward(d_model, d_ff, rng=rng, activation=activation, bias=bias)
+
+
+def bias_gelu_reference(product, b):
+    """(a, GELU(a)), a = x W + b, given the product x W; b None: no bias."""
+    a = product if b is None else product + b
+    return a, activations.gelu(a)
+
+
+def bias_gelu_fast(product, b):
+    """The reference, with a written into the product."""
+    if b is not None:
+        product += b
+    return product, activations.gelu(product)
+
+
+@fusion.fused("bias_gelu")
+def bias_gelu_kernel(product, b):
+    """a = x W + b and GELU(a), one kernel: GELU's equation, element-wise."""
+    a = product + b
+    return a, activations.gelu(a)
+
+
+def bias_gelu_device(product, b):
+    """The reference as one fused kernel (a Python 0 for a missing bias)."""
+    return bias_gelu_kernel(product, 0.0 if b is None else b)
+
+
+bias_gelu = kernels.pair(bias_gelu_reference, bias_gelu_fast, device=bias_gelu_device)

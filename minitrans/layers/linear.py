@@ -62,11 +62,15 @@ class Linear(Module):
         if bias:
             self.add_param("b", init.zeros((d_out,)))
 
-    def forward(self, x):
+    def forward(self, x, add_bias=True):
+        """y = x W + b; ``add_bias=False``: x W alone, for a caller that adds
+        ``self.params["b"]`` itself, in one kernel with what follows (the
+        feed-forward's activation). The backward is the same either way."""
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_in, dtype=self.params["W"].dtype)
         checks.check_finite("x", x)
         x_2d = x.reshape(-1, self.d_in)  # (N, d_in), N = product of leading axes
-        y = affine_forward(x_2d, self.params["W"], self.params.get("b"))  # (N, d_out)
+        b = self.params.get("b") if add_bias else None
+        y = affine_forward(x_2d, self.params["W"], b)  # (N, d_out)
         self.cache = (x_2d, x.shape)
         return y.reshape(*x.shape[:-1], self.d_out)
 

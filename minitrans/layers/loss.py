@@ -3,6 +3,9 @@
 import math
 
 from minitrans.core import backend, checks, kernels
+from minitrans.layers.loss_device import (
+    smoothed_cross_entropy_backward_device, smoothed_cross_entropy_device,
+)
 from minitrans.layers.module import Module
 from minitrans.ops.softmax import log_softmax, log_softmax_backward
 from minitrans.ops.sums import mean_last_fast, sum_last_fast
@@ -53,7 +56,8 @@ class LabelSmoothedCrossEntropy(Module):
 
     Both are kernel pairs: ``smoothed_cross_entropy_reference`` and
     ``smoothed_cross_entropy_backward_reference`` below read as these
-    equations, the ``_fast`` versions beside them form neither q nor log p.
+    equations, the ``_fast`` versions beside them form neither q nor log p,
+    and the ``_device`` versions (``layers.loss_device``) fuse them for a GPU.
 
     Inputs:
         logits:  (..., V) float
@@ -260,9 +264,12 @@ def smoothed_cross_entropy_backward_fast(dloss, exps, total, targets, weights, e
     return dlogits
 
 
+# the device versions, fused kernels: layers/loss_device.py
 smoothed_cross_entropy = kernels.pair(
-    smoothed_cross_entropy_reference, smoothed_cross_entropy_fast
+    smoothed_cross_entropy_reference, smoothed_cross_entropy_fast,
+    device=smoothed_cross_entropy_device,
 )
 smoothed_cross_entropy_backward = kernels.pair(
-    smoothed_cross_entropy_backward_reference, smoothed_cross_entropy_backward_fast
+    smoothed_cross_entropy_backward_reference, smoothed_cross_entropy_backward_fast,
+    device=smoothed_cross_entropy_backward_device,
 )

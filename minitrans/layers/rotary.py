@@ -1,7 +1,7 @@
 """Rotary position embedding (Su et al., 2021, RoFormer): positions as
 rotations of each head's queries and keys, the positions of Llama."""
 
-from minitrans.core import backend, checks, kernels
+from minitrans.core import backend, checks, fusion, kernels
 from minitrans.layers.module import Module
 
 
@@ -146,4 +146,18 @@ def rotate_pairs_fast(x, cos, sin):
     return y
 
 
-rotate_pairs = kernels.pair(rotate_pairs_reference, rotate_pairs_fast)
+@fusion.fused("rotate_pairs")
+def turned_halves(x1, x2, cos, sin):
+    """The two halves of y: [x1 cos - x2 sin, x2 cos + x1 sin]."""
+    return x1 * cos - x2 * sin, x2 * cos + x1 * sin
+
+
+def rotate_pairs_device(x, cos, sin):
+    """The reference's equation as one fused kernel over the halves (views
+    of x) and one copy that puts them side by side: no (d, d) matrix."""
+    half = x.shape[-1] // 2
+    y1, y2 = turned_halves(x[..., :half], x[..., half:], cos, sin)
+    return backend.get_xp().concatenate([y1, y2], axis=-1)
+
+
+rotate_pairs = kernels.pair(rotate_pairs_reference, rotate_pairs_fast, device=rotate_pairs_device)

@@ -1,7 +1,7 @@
 """The SwiGLU feed-forward network (Shazeer, 2020), Llama's in place of the
 paper's (§3.3)."""
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, fusion, kernels
 from minitrans.layers.linear import Linear
 from minitrans.layers.module import Module
 from minitrans.ops import activations
@@ -60,17 +60,58 @@ class SwiGLUFeedForward(Module):
         with checks.inputs_checked():  # the three Linear layers need not check again
             a = self.W_gate.forward(x)  # (..., d_ff)
             u = self.W_up.forward(x)  # (..., d_ff)
-            s = activations.sigmoid(a)
-            silu = a * s  # SiLU(a)
+            m, silu, s = swiglu_gate(a, u)
             self.cache = silu, u, s
-            return self.W_down.forward(silu * u)
+            return self.W_down.forward(m)
 
     def backward(self, dy):
         silu, u, s = self.saved()
         dm = self.W_down.backward(dy)  # (..., d_ff)
-        du = dm * silu
-        da = dm * u
-        da *= activations.silu_derivative(s, silu)
+        da, du = swiglu_gate_backward(dm, silu, u, s)
         dx = self.W_gate.backward(da)
         dx += self.W_up.backward(du)  # x fed both projections
         return dx
+
+
+# The gate between the matrix products, forward and backward: element-wise
+# from end to end, one fused kernel each on a device. On the CPU the
+# reference is the fast version too.
+
+
+def swiglu_gate_reference(a, u):
+    """(m, SiLU(a), s): s = sigma(a), SiLU(a) = a s, m = SiLU(a) * u."""
+    s = activations.sigmoid(a)
+    silu = a * s
+    return silu * u, silu, s
+
+
+@fusion.fused("swiglu_gate")
+def swiglu_gate_device(a, u):
+    """The reference in one kernel, with sigma(a) = exp(min(a, 0)) / (1 + exp(-|a|)),
+    the sigmoid's reference form, where no exponential exceeds 1."""
+    xp = backend.get_xp()
+    s = xp.exp(xp.minimum(a, 0.0)) / (1.0 + xp.exp(-xp.abs(a)))
+    silu = a * s
+    return silu * u, silu, s
+
+
+def swiglu_gate_backward_reference(dm, silu, u, s):
+    """(da, du): da = dm * u * SiLU'(a), du = dm * SiLU(a), with
+    SiLU'(a) = s + SiLU(a) (1 - s) (``activations.silu_derivative``)."""
+    da = dm * u
+    da *= activations.silu_derivative(s, silu)
+    return da, dm * silu
+
+
+@fusion.fused("swiglu_gate_backward")
+def swiglu_gate_backward_device(dm, silu, u, s):
+    """The reference in one kernel."""
+    return dm * u * (s + silu * (1.0 - s)), dm * silu
+
+
+swiglu_gate = kernels.pair(swiglu_gate_reference, swiglu_gate_reference, name="swiglu_gate",
+                           device=swiglu_gate_device)
+swiglu_gate_backward = kernels.pair(swiglu_gate_backward_reference,
+                                    swiglu_gate_backward_reference,
+                                    name="swiglu_gate_backward",
+                                    device=swiglu_gate_backward_device)

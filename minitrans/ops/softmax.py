@@ -5,16 +5,19 @@ softmax(z - c) for any constant c, and with c = max(z) the largest exponent
 is exp(0) = 1, so logits of 1e4 neither overflow nor give NaN.
 
 Attention's softmax is a pair (``minitrans.core.kernels``):
-``attention_softmax(scores, mask)`` runs the reference, ``masked_softmax``
-(``softmax`` without a mask), or the fast ``softmax_in_place``, which writes
-into the scores and, when that is safe, subtracts one maximum per block of
-scores instead of one per row. Its backward likewise:
-``attention_softmax_backward`` runs ``softmax_backward`` or
-``softmax_backward_in_place``. ``tests/library/test_kernels.py`` checks that each
-fast version equals its reference.
+``attention_softmax(scores, mask, scale)`` runs the reference,
+``masked_softmax`` (``softmax`` without a mask) of the scaled scores, or the
+fast version, ``softmax_in_place``, which writes into the scores and, when
+that is safe, subtracts one maximum per block of scores instead of one per
+row. Its backward likewise: ``attention_softmax_backward`` runs
+``softmax_backward`` or ``softmax_backward_in_place``, and scales. Both
+have a device version too: the element-wise work between the row
+reductions fused into one kernel at a time (``minitrans.core.fusion``).
+``tests/library/test_kernels.py`` checks that each fast and device version
+equals its reference.
 """
 
-from minitrans.core import backend, kernels
+from minitrans.core import backend, fusion, kernels
 from minitrans.ops.sums import dot_last_fast, sum_last_fast
 
 
@@ -142,17 +145,88 @@ def _shared_shift(z):
     return float((top - bottom).max()) <= SHARED_SHIFT_SPREAD, top
 
 
-def attention_softmax_reference(scores, mask=None):
-    """P = softmax(scores) over the last axis, 0 where ``mask`` (True = may
-    attend) is False: ``masked_softmax``, or ``softmax`` without a mask. A
-    row with nothing to attend to is all zeros."""
-    return softmax(scores) if mask is None else masked_softmax(scores, mask)
+def attention_softmax_reference(scores, mask=None, scale=1.0):
+    """P = softmax(scale * scores) over the last axis, 0 where ``mask``
+    (True = may attend) is False: ``masked_softmax``, or ``softmax`` without
+    a mask. A row with nothing to attend to is all zeros. (Attention's scale
+    is 1 / sqrt(d_k).)"""
+    scaled = scores * scale
+    return softmax(scaled) if mask is None else masked_softmax(scaled, mask)
 
 
-attention_softmax = kernels.pair(attention_softmax_reference, softmax_in_place)
-attention_softmax_backward = kernels.pair(
-    softmax_backward, softmax_backward_in_place, name="attention_softmax_backward"
-)
+def attention_softmax_fast(scores, mask=None, scale=1.0):
+    """``softmax_in_place`` of the scores, scaled in place first."""
+    if scale != 1.0:
+        scores *= scale
+    return softmax_in_place(scores, mask)
+
+
+def attention_softmax_backward_reference(P, dP, scale=1.0):
+    """dS = scale * P * (dP - rowsum(dP * P)): the gradient of the scores
+    before their scaling, from P = attention_softmax(scores, mask, scale)."""
+    return softmax_backward(P, dP) * scale
+
+
+def attention_softmax_backward_fast(P, dP, scale=1.0):
+    """``softmax_backward_in_place``, written into dP and scaled there."""
+    dS = softmax_backward_in_place(P, dP)
+    dS *= scale
+    return dS
+
+
+# ------------------------------------------- the device versions: fused kernels
+# Each row's maximum and sum is one reduction kernel; the element-wise work
+# between them is one fused kernel, the scale folded in: five launches
+# forward (four without a mask) and three backward, where the fast versions
+# take about a dozen and four on a device.
+
+
+@fusion.fused("softmax_mask")
+def masked_scores(z, mask):
+    """z where the mask keeps it, -inf elsewhere: exp(-inf) = 0 drops it out."""
+    return backend.get_xp().where(mask, z, -backend.get_xp().inf)
+
+
+@fusion.fused("softmax_exp")
+def shifted_exp(z, row_max, scale):
+    """exp(scale * z - scale * max z), with a row's shift 0 where every entry
+    is masked (max -inf). For scale > 0, scale * max z is the largest of the
+    scaled scores, to the last bit: rounding keeps the order of numbers."""
+    xp = backend.get_xp()
+    return xp.exp(scale * z - scale * xp.where(xp.isfinite(row_max), row_max, 0.0))
+
+
+@fusion.fused("softmax_normalise")
+def normalised(e, total):
+    """e / sum e, and a row of zeros where the sum is 0 (every entry masked)."""
+    return e / backend.get_xp().where(total > 0, total, 1.0)
+
+
+def attention_softmax_device(scores, mask=None, scale=1.0):
+    """The reference's softmax as two row reductions and two or three fused
+    kernels; on a GPU each row's own maximum costs no more than a shared one."""
+    z = scores if mask is None else masked_scores(scores, mask)
+    e = shifted_exp(z, z.max(axis=-1, keepdims=True), scale)
+    return normalised(e, e.sum(axis=-1, keepdims=True))
+
+
+@fusion.fused("softmax_backward")
+def scaled_softmax_backward(P, dP, row_sums, scale):
+    """dS = scale * P * (dP - rowsum(dP * P)), given each row's sum of dP * P."""
+    return P * (dP - row_sums) * scale
+
+
+def attention_softmax_backward_device(P, dP, scale=1.0):
+    """The reference's dS as one product, one row sum and one fused kernel."""
+    row_sums = (dP * P).sum(axis=-1, keepdims=True)
+    return scaled_softmax_backward(P, dP, row_sums, scale)
+
+
+attention_softmax = kernels.pair(attention_softmax_reference, attention_softmax_fast,
+                                 device=attention_softmax_device)
+attention_softmax_backward = kernels.pair(attention_softmax_backward_reference,
+                                          attention_softmax_backward_fast,
+                                          device=attention_softmax_backward_device)
 
 
 def log_softmax(z, axis=-1):

@@ -7,12 +7,13 @@
     dot_leading(a, b)  == (a * b) summed over every axis but the last
 
 Each is a pair (``minitrans.core.kernels``): the reference, the plain
-reduction, and the fast version, a product that runs inside BLAS (OpenBLAS,
-MKL or cuBLAS), vectorised and on every thread, where NumPy's reduction is a
-loop of its own on one core. A Transformer takes hundreds of such sums per
-step: the means of every layer norm, the denominators of every softmax, the
-gradient of every bias. The dot products go through ``einsum``, which
-multiplies and adds in one loop and forms no ``a * b`` array.
+reduction (the first three's device version too), and the fast version, a
+product that runs inside BLAS (OpenBLAS, MKL or cuBLAS), vectorised and
+on every thread, where NumPy's reduction is a loop of its own on one core.
+A Transformer takes hundreds of such sums per step: the means of every
+layer norm, the denominators of every softmax, the gradient of every bias.
+The dot products go through ``einsum``, which multiplies and adds in one
+loop and forms no ``a * b`` array.
 
 How much faster depends on the machine and on the length n of the summed
 axis; ``python benchmarks/kernels.py`` measures it (its results:
@@ -91,8 +92,11 @@ def dot_leading_fast(a, b):
     return backend.get_xp().einsum("nk,nk->k", _rows(a), _rows(b))
 
 
-sum_last = kernels.pair(sum_last_reference, sum_last_fast)
-mean_last = kernels.pair(mean_last_reference, mean_last_fast)
-sum_leading = kernels.pair(sum_leading_reference, sum_leading_fast)
+# On a device a reduction is one kernel, where the product first fills its
+# vector of ones (a second launch): there the plain reductions, the
+# references themselves, are the device versions.
+sum_last = kernels.pair(sum_last_reference, sum_last_fast, device=sum_last_reference)
+mean_last = kernels.pair(mean_last_reference, mean_last_fast, device=mean_last_reference)
+sum_leading = kernels.pair(sum_leading_reference, sum_leading_fast, device=sum_leading_reference)
 dot_last = kernels.pair(dot_last_reference, dot_last_fast)
 dot_leading = kernels.pair(dot_leading_reference, dot_leading_fast)

@@ -71,6 +71,29 @@ def test_reset_rng_repeats_the_mask(backend_name, randn):
     np.testing.assert_array_equal(first, again)
 
 
+def test_forward_added_is_the_residual_plus_forward_with_one_mask(backend_name, randn):
+    """x + Dropout(a), the residual connection's sum: the mask forward would
+    draw, and the one backward then applies."""
+    layer = Dropout(0.4, rng=3)
+    a, residual, dy = randn(30, 20), randn(30, 20), randn(30, 20)
+    added = minitrans.to_numpy(layer.forward_added(a, residual))
+    dx = minitrans.to_numpy(layer.backward(dy))
+    layer.reset_rng()
+    alone = minitrans.to_numpy(layer(a))
+    np.testing.assert_allclose(added, minitrans.to_numpy(residual) + alone, rtol=1e-6)
+    np.testing.assert_array_equal(dx, minitrans.to_numpy(layer.backward(dy)))
+    assert (alone == 0).any() and (alone != 0).any()
+
+
+def test_forward_added_is_refused_when_nothing_is_dropped(backend_name, randn):
+    x = randn(3, 4)
+    for layer in (Dropout(0.4, rng=3).eval(), Dropout(0.0, rng=3)):
+        assert not layer.dropping
+        with pytest.raises(RuntimeError, match="forward_added: only while dropping"):
+            layer.forward_added(x, x)
+    assert Dropout(0.4, rng=3).dropping
+
+
 @pytest.mark.parametrize("p", [1.0, -0.1, "a"])
 def test_bad_p_names_p(backend_name, p):
     with pytest.raises(ValueError) as info:

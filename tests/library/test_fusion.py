@@ -8,7 +8,8 @@ import pytest
 
 import minitrans
 from minitrans.core import backend, fusion, kernels, launches
-from minitrans.layers import layernorm, rmsnorm
+from minitrans.layers import dropout, feedforward, layernorm, loss_device, rmsnorm, rotary
+from minitrans.ops import activations, softmax
 from minitrans.training.optimisation import adam
 from tests.library.test_kernels import CASES, DEVICE_PAIRS, Draw, fast_vs_reference_error
 
@@ -48,6 +49,31 @@ def test_a_fused_call_is_a_plain_call_on_numpy():
     (adam.adam_update_device, lambda d: (d.normal(3, 8), d.normal(3, 8), d.normal(3, 8),
                                          d.normal(3, 8) ** 2, 2, 1e-3, (0.9, 0.98), 1e-9, 0.1),
      ["adam_step", "adam_apply_step"]),
+    (softmax.attention_softmax_device, lambda d: (d.normal(2, 5, 6), d.mask(2, 5, 6), 0.5),
+     ["softmax_mask", "softmax_exp", "softmax_normalise"]),
+    (softmax.attention_softmax_device, lambda d: (d.normal(2, 5, 6),),
+     ["softmax_exp", "softmax_normalise"]),
+    (softmax.attention_softmax_backward_device,
+     lambda d: (d.normal(2, 5, 6), d.normal(2, 5, 6), 0.5), ["softmax_backward"]),
+    (dropout.residual_dropout_device, lambda d: (d.normal(3, 8), d.normal(3, 8),
+                                                 d.mask(3, 8), 1.25), ["residual_dropout"]),
+    (dropout.dropout_scale_device, lambda d: (d.normal(3, 8), d.mask(3, 8), 1.25),
+     ["dropout_scale"]),
+    (feedforward.bias_relu_device, lambda d: (d.normal(3, 8), d.normal(8)), ["bias_relu"]),
+    (feedforward.bias_relu_device, lambda d: (d.normal(3, 8), None), ["bias_relu"]),
+    (feedforward.relu_backward_device, lambda d: (d.normal(3, 8), d.normal(3, 8)),
+     ["relu_backward"]),
+    (feedforward.bias_gelu_device, lambda d: (d.normal(3, 8), d.normal(8)), ["bias_gelu"]),
+    (activations.gelu_backward.device, lambda d: (d.normal(3, 8), d.normal(3, 8)),
+     ["gelu_backward"]),
+    (loss_device.smoothed_cross_entropy_device,
+     lambda d: (d.normal(3, 11), d.ids(11, 3), d.normal(3), 0.1),
+     ["cross_entropy_exp", "cross_entropy_per_token"]),
+    (loss_device.smoothed_cross_entropy_backward_device,
+     lambda d: (1.0, d.normal(3, 11), d.normal(3, 1), d.ids(11, 3), d.normal(3), 0.1),
+     ["cross_entropy_backward"]),
+    (rotary.rotate_pairs_device, lambda d: (d.normal(2, 5, 8), d.normal(5, 4), d.normal(5, 4)),
+     ["rotate_pairs"]),
 ])
 def test_each_device_version_launches_its_fused_kernels_once_each(kernel, args, names):
     with minitrans.using("strict"):
@@ -56,6 +82,41 @@ def test_each_device_version_launches_its_fused_kernels_once_each(kernel, args, 
             kernel(*inputs)
     assert [place for place in counted.places if place.startswith("fused")] == [
         f"fused {name}" for name in names]
+
+
+# (the pair, its arguments, the launches of its device version on strict)
+FEWER_LAUNCHES = [
+    ("attention_softmax", lambda d: (d.normal(2, 5, 6), d.mask(2, 5, 6), 0.5), 5),
+    ("attention_softmax_backward", lambda d: (d.normal(2, 5, 6), d.normal(2, 5, 6), 0.5), 3),
+    ("residual_dropout", lambda d: (d.normal(3, 8), d.normal(3, 8), d.mask(3, 8), 1.25), 1),
+    ("bias_relu", lambda d: (d.normal(3, 8), d.normal(8)), 1),
+    ("relu_backward", lambda d: (d.normal(3, 8), d.normal(3, 8)), 1),
+    ("smoothed_cross_entropy", lambda d: (d.normal(3, 11), d.ids(11, 3), d.normal(3), 0.1,
+                                          d.normal(3, 11)), 7),
+    ("smoothed_cross_entropy_backward", lambda d: (1.0, d.normal(3, 11), d.normal(3, 1),
+                                                   d.ids(11, 3), d.normal(3), 0.1), 2),
+    ("sum_leading", lambda d: (d.normal(3, 8),), 1),
+    ("rotate_pairs", lambda d: (d.normal(2, 5, 8), d.normal(5, 4), d.normal(5, 4)), 2),
+    ("bias_gelu", lambda d: (d.normal(3, 8), d.normal(8)), 1),
+    ("gelu_backward", lambda d: (d.normal(3, 8), d.normal(3, 8)), 1),
+    ("swiglu_gate", lambda d: (d.normal(3, 8), d.normal(3, 8)), 1),
+    ("swiglu_gate_backward", lambda d: (d.normal(3, 8), d.normal(3, 8), d.normal(3, 8),
+                                        d.normal(3, 8)), 1),
+]
+
+
+@pytest.mark.parametrize("name, args, launched", FEWER_LAUNCHES)
+def test_a_device_version_launches_fewer_kernels_than_the_fast_one(name, args, launched):
+    """The count of each device version, and the fast version's on the same
+    device as the comparison that shows it is fewer."""
+    pair = kernels.PAIRS[name]
+    with minitrans.using("strict"):
+        inputs, again = args(Draw(0)), args(Draw(0))  # the fast versions may write into theirs
+        with launches.count_launches() as device:
+            pair.device(*inputs)
+        with launches.count_launches() as fast:
+            pair.fast(*again)
+    assert device.count == launched < fast.count, (device.summary(), fast.summary())
 
 
 class FakeCupy:
@@ -102,7 +163,7 @@ def test_the_comparison_catches_a_wrong_fused_body(monkeypatch, name):
 @pytest.mark.parametrize("name", DEVICE_PAIRS)
 def test_numpy_fast_set_runs_the_fast_versions_as_before(monkeypatch, name):
     pair = kernels.PAIRS[name]
-    assert pair.fast is getattr(pair.fast, "__globals__")[f"{name}_fast"]
+    assert pair.fast is getattr(pair.fast, "__globals__")[pair.fast.__name__]
 
     def refuse(*args, **kwargs):
         raise AssertionError("the device version ran on numpy")

@@ -26,7 +26,7 @@ import pytest
 import minitrans
 from minitrans.core import backend, kernels
 from minitrans.layers import (  # noqa: F401  (the modules of the pairs)
-    dropout, embedding, grouped, layernorm, loss, rmsnorm, rotary,
+    dropout, embedding, feedforward, grouped, layernorm, loss, rmsnorm, rotary, swiglu,
 )
 from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.ops import activations, softmax, sums  # noqa: F401  (the modules of the pairs)
@@ -65,9 +65,14 @@ def _softmax_inputs(d, shape, scale, masked, shift=0.0):
     return d.normal(*shape, scale=scale, shift=shift), (d.mask(*shape) if masked else None)
 
 
-def _attention_backward(k, d, shape, masked):
+def _scaled_softmax(k, d, shape, masked, scale):
+    """Scores of about 3 * 4 = 12, scaled by attention's 1 / sqrt(d_k) = 0.25."""
+    return (k(*_softmax_inputs(d, shape, 12.0, masked), scale),)
+
+
+def _attention_backward(k, d, shape, masked, scale=None):
     P = softmax.attention_softmax.reference(*_softmax_inputs(d, shape, 2.0, masked))
-    return (k(P, d.normal(*shape)),)
+    return (k(P, d.normal(*shape)) if scale is None else k(P, d.normal(*shape), scale),)
 
 
 def _loss_inputs(d, shape, vocab_size, scale, pad=True):
@@ -162,6 +167,35 @@ def _adam(k, d, t, weight_decay):
     return param, m, v
 
 
+def _dropout(k, d, shape, residual=False):
+    """a * m * scale (added to a residual), about 70% of m kept, scale 1 / 0.75."""
+    keep = d.mask(*shape, all_false_row=False)
+    arrays = (d.normal(*shape),) if residual else ()
+    return (k(*arrays, d.normal(*shape), keep, 1.0 / 0.75),)
+
+
+def _bias_activation(k, d, shape, bias=True):
+    """The feed-forward's bias and activation on a fresh product x W_1 (the
+    fast versions write into it): ReLU's r, or GELU's (a, GELU(a))."""
+    result = k(d.normal(*shape, scale=2.0), d.normal(shape[-1]) if bias else None)
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _relu_backward(k, d, shape):
+    r = backend.get_xp().maximum(d.normal(*shape, scale=2.0), 0.0)  # ReLU's output
+    return (k(d.normal(*shape), r),)
+
+
+def _gelu_backward(k, d, shape):
+    return (k(d.normal(*shape, scale=2.0), d.normal(*shape)),)
+
+
+def _swiglu_gate_backward(k, d, shape):
+    u = d.normal(*shape)
+    _, silu, s = swiglu.swiglu_gate.reference(d.normal(*shape, scale=4.0), u)
+    return k(d.normal(*shape), silu, u, s)
+
+
 # name -> cases; a case runs a kernel on a Draw and returns the arrays to compare
 CASES = {
     **{name: [lambda k, d: (k(d.normal(4, 7, shift=1.0)),),
@@ -180,10 +214,13 @@ CASES = {
         # every score near 100, close together: one shift per block, not 0
         lambda k, d: (k(*_softmax_inputs(d, (2, 3, 5, 6), 3.0, masked=True, shift=100.0)),),
         lambda k, d: (k(*_softmax_inputs(d, (1, 1, 1, 6), 1.0, masked=False)),),  # batch of one
+        lambda k, d: _scaled_softmax(k, d, (2, 3, 5, 6), masked=True, scale=0.25),
+        lambda k, d: _scaled_softmax(k, d, (2, 5, 6), masked=False, scale=0.125),
     ],
     "attention_softmax_backward": [
         lambda k, d: _attention_backward(k, d, (2, 3, 5, 6), masked=True),
         lambda k, d: _attention_backward(k, d, (1, 1, 1, 4), masked=False),
+        lambda k, d: _attention_backward(k, d, (2, 3, 5, 6), masked=True, scale=0.25),
     ],
     "sigmoid": [lambda k, d: (k(d.normal(4, 7)),),
                 # both ends: below -88 float32's sigmoid is under its smallest normal number
@@ -217,6 +254,19 @@ CASES = {
     ],
     "add_rows_at": [lambda k, d: _add_rows(k, d, 11, 40),  # one-hot product
                     lambda k, d: _add_rows(k, d, 100, 300)],  # flat add.at
+    "dropout_scale": [lambda k, d: _dropout(k, d, (3, 5, 8)), lambda k, d: _dropout(k, d, (1,))],
+    "residual_dropout": [lambda k, d: _dropout(k, d, (3, 5, 8), residual=True),
+                         lambda k, d: _dropout(k, d, (1,), residual=True)],
+    **{name: [lambda k, d: _bias_activation(k, d, (3, 5, 16)),
+              lambda k, d: _bias_activation(k, d, (1, 8), bias=False)]
+       for name in ("bias_relu", "bias_gelu")},
+    "relu_backward": [lambda k, d: _relu_backward(k, d, (3, 5, 16))],
+    "gelu_backward": [lambda k, d: _gelu_backward(k, d, (3, 5, 16)),
+                      lambda k, d: _gelu_backward(k, d, (1, 1))],
+    "swiglu_gate": [lambda k, d: k(d.normal(3, 5, 16, scale=4.0), d.normal(3, 5, 16)),
+                    # both ends of the sigmoid: below -88 float32's is under its smallest normal
+                    lambda k, d: k(d.normal(2, 50, scale=40.0), d.normal(2, 50))],
+    "swiglu_gate_backward": [lambda k, d: _swiglu_gate_backward(k, d, (3, 5, 16))],
     "adam_update": [lambda k, d: _adam(k, d, 1, 0.0), lambda k, d: _adam(k, d, 7, 0.01)],
 }
 SAME_DISTRIBUTION_ONLY = {"dropout_keep_mask"}  # different masks for a seed, by design
@@ -263,10 +313,11 @@ def test_device_equals_reference(backend_name, dtype, name):
 def test_device_versions_exist_and_leave_the_numpy_fast_set_alone():
     """The fused versions are a third version: the fast ones are still their own functions."""
     assert {"layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward",
-            "adam_update"} <= set(DEVICE_PAIRS)
+            "adam_update", "attention_softmax", "attention_softmax_backward"} <= set(DEVICE_PAIRS)
     for name in DEVICE_PAIRS:
         pair = kernels.PAIRS[name]
-        assert pair.device is not pair.fast and pair.fast.__name__.endswith("_fast")
+        fast_name = pair.fast.__name__  # the module's own function of that name
+        assert pair.device is not pair.fast and pair.fast.__globals__[fast_name] is pair.fast
 
 
 @pytest.mark.parametrize("version, name", [("fast", name) for name in sorted(CASES)]

@@ -6,6 +6,7 @@ import pytest
 import minitrans
 from minitrans import SwiGLUFeedForward
 from minitrans.gradcheck import check_layer, randomise_params
+from minitrans.layers import swiglu as swiglu_module
 from minitrans.layers.feedforward import FeedForward, build_feed_forward
 from minitrans.ops import activations
 from tests.library.conftest import assert_gradcheck, assert_names
@@ -77,7 +78,8 @@ def test_the_checker_fails_a_backward_that_forgets_the_gate_s_derivative(float64
                                                                         monkeypatch):
     """sigma(a) in place of SiLU'(a), the derivative of a sigma(a) without
     its product rule: the gate's gradients and x's go wrong, not W_up's."""
-    monkeypatch.setattr(activations, "silu_derivative", lambda s, silu: s.copy())
+    monkeypatch.setattr(swiglu_module, "swiglu_gate_backward",
+                        lambda dm, silu, u, s: (dm * u * s, dm * silu))
     layer = randomise_params(SwiGLUFeedForward(4, 6, rng=0), np.random.default_rng(0))
     failed = {r.tensor for r in check_layer(layer, randn(2, 3, 4)) if not r.passed}
     assert {"x", "W_gate.W", "W_gate.b"} <= failed and not failed & {"W_up.W", "W_down.W"}

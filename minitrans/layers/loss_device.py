@@ -1,0 +1,67 @@
+"""The label-smoothed cross-entropy's device versions: ``layers.loss`` has
+the layer, the reference versions that read as its equations and the fast
+ones for the CPU; here the element-wise work between the row reductions is
+fused into one kernel at a time (``minitrans.core.fusion``), for a GPU,
+where a launch costs more than its arithmetic.
+
+With m = max_v logit_v and Z = sum_v exp(logit_v - m) for each row,
+
+    log p_v = logit_v - m - log Z
+    loss_t  = (1 - eps) * (-log p_target) + eps * mean_v(-log p_v)
+    dlogits = (exp(logit - m) / Z - q) * weight * dloss,
+              q = (1 - eps) * [v = target] + eps / V
+
+Forward: three row reductions, a gather, two fused kernels and the sum of
+the loss; backward: one fused kernel (and the ids 0..V-1 it compares with).
+Each row is shifted by its maximum, as in the reference: on a GPU the
+fast version's test for a row that needs no shift would make the CPU wait.
+"""
+
+from minitrans.core import backend, fusion
+
+
+@fusion.fused("cross_entropy_exp")
+def shifted_exp(logits, row_max):
+    """exps = exp(logits - m): the largest of each row is exp(0) = 1."""
+    return backend.get_xp().exp(logits - row_max)
+
+
+@fusion.fused("cross_entropy_per_token")
+def weighted_token_losses(total, row_max, target_logit, mean_logit, weights, eps):
+    """weight * loss_t, with -log p_v = log Z - (logit_v - m)."""
+    log_total = backend.get_xp().log(total)
+    target_term = log_total - (target_logit - row_max)  # -log p_target
+    mean_term = log_total - (mean_logit - row_max)  # mean_v(-log p_v)
+    return weights * ((1.0 - eps) * target_term + eps * mean_term)
+
+
+def smoothed_cross_entropy_device(logits, targets, weights, eps, exps_buffer=None):
+    """(loss, exps, total) as the reference returns them; ``exps_buffer`` is
+    not used: the fused kernel writes a fresh array."""
+    xp = backend.get_xp()
+    row_max = logits.max(axis=-1, keepdims=True)  # (..., 1)
+    exps = shifted_exp(logits, row_max)
+    total = exps.sum(axis=-1, keepdims=True)  # (..., 1)
+    target_logit = xp.take_along_axis(logits, targets[..., None], axis=-1)
+    # without smoothing the mean is not needed: a pass over (..., V) saved
+    mean_logit = logits.mean(axis=-1, keepdims=True) if eps else 0.0
+    per_token = weighted_token_losses(total, row_max, target_logit, mean_logit,
+                                      weights[..., None], eps)
+    return xp.asarray(per_token.sum()), exps, total
+
+
+@fusion.fused("cross_entropy_backward")
+def smoothed_cross_entropy_gradient(exps, total, ids, target, row_weight, dloss, eps, eps_per_id):
+    """dlogits = (p - q) * weight * dloss, p = exps / Z, q = (1 - eps) [v = target] + eps / V.
+    (q by ``where``: a comparison times a Python number would be float64.)"""
+    p = exps / total
+    p_less_q = backend.get_xp().where(ids == target, p - (1.0 - eps + eps_per_id), p - eps_per_id)
+    return p_less_q * (row_weight * dloss)
+
+
+def smoothed_cross_entropy_backward_device(dloss, exps, total, targets, weights, eps):
+    """The reference's dlogits as one fused kernel."""
+    vocab_size = exps.shape[-1]
+    ids = backend.get_xp().arange(vocab_size)  # v, to compare with each row's target
+    return smoothed_cross_entropy_gradient(exps, total, ids, targets[..., None],
+                                           weights[..., None], dloss, eps, eps / vocab_size)
