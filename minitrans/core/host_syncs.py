@@ -15,11 +15,10 @@ import sys
 import threading
 
 
-class HostSyncs:
-    """The host syncs counted inside one ``count_host_syncs()`` block:
-    ``count``, and ``places``, a "file:line (kind)" for each, naming the line
-    that asked for the host value, so that a test that fails its budget says
-    where the waits were."""
+class Tally:
+    """What was counted inside one counting block: ``places``, a label for
+    each event, and ``count``; ``summary()`` says which labels came how often,
+    so that a test that fails its budget says where."""
 
     def __init__(self):
         self.places = []
@@ -29,12 +28,17 @@ class HostSyncs:
         return len(self.places)
 
     def summary(self):
-        """Each place with how often it synced, most often first."""
+        """Each place with how often it was counted, most often first."""
         tally = {}
         for place in self.places:
             tally[place] = tally.get(place, 0) + 1
-        return "\n".join(f"{n:4d} x {place}" for place, n in sorted(tally.items(),
-                                                                   key=lambda kv: -kv[1]))
+        return "\n".join(f"{n:5d} x {place}" for place, n in sorted(tally.items(),
+                                                                    key=lambda kv: -kv[1]))
+
+
+class HostSyncs(Tally):
+    """The host syncs counted inside one ``count_host_syncs()`` block, each
+    place a "file:line (kind)" naming the line that asked for the host value."""
 
 
 _active_counters = []

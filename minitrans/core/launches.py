@@ -12,6 +12,8 @@ training step or a decoded token to a budget; a fused kernel
 import contextlib
 import threading
 
+from minitrans.core.host_syncs import Tally
+
 # Array functions and methods (``xp.name`` or ``a.name``) that launch nothing
 # on a device: views of the same memory (a new shape or order of the strides),
 # allocations that fill nothing, questions about shapes and types, and making
@@ -30,25 +32,9 @@ NO_LAUNCH = VIEWS | frozenset("""
 VIEW_OR_COPY = frozenset("array asanyarray asarray ascontiguousarray ravel reshape".split())
 
 
-class Launches:
-    """The launches counted inside one ``count_launches()`` block: ``count``,
-    and ``places``, the kind of each ("multiply", "setitem", "fused
-    layer_norm"), so that a test that fails its budget says what launched."""
-
-    def __init__(self):
-        self.places = []
-
-    @property
-    def count(self):
-        return len(self.places)
-
-    def summary(self):
-        """Each kind with how often it launched, most often first."""
-        tally = {}
-        for place in self.places:
-            tally[place] = tally.get(place, 0) + 1
-        return "\n".join(f"{n:5d} x {place}" for place, n in sorted(tally.items(),
-                                                                    key=lambda kv: -kv[1]))
+class Launches(Tally):
+    """The launches counted inside one ``count_launches()`` block, each place
+    the kind of launch ("multiply", "setitem", "fused layer_norm")."""
 
 
 _active_counters = []
