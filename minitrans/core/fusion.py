@@ -13,7 +13,9 @@ The body takes its array namespace from the backend (``backend.get_xp()``),
 never from NumPy or CuPy by name, and what it runs depends on the backend:
 
 ``cupy``    ``cupy.fuse`` of the body: it is traced once per kind of input
-            and compiled into one kernel (built on the first call).
+            and compiled into one kernel (built on the first call, which
+            checks it: a body cupy.fuse refuses, or compiles to another
+            dtype, runs op by op and is named in ``FELL_BACK``).
 ``strict``  the body itself, inside ``launches.one_launch``: it counts as the
             one launch it would be on a GPU, so tests hold a step to a budget.
 ``numpy``   the body itself, a plain call.
@@ -32,30 +34,66 @@ import functools
 
 from minitrans.core import backend, kernels, launches
 
+# The kernels that cupy.fuse could not build, or built to give arrays of
+# another dtype than their inputs': name -> why. Each runs as its body, op by
+# op, from then on: slower, never wrong. The CuPy leg of the tests and the
+# device check require this to stay empty.
+FELL_BACK = {}
+
 
 def fused(name):
     """Decorator: the body as one kernel named ``name`` on a device (see the
     module's docstring). The body stays reachable as ``.body``."""
 
     def decorate(body):
-        compiled = []  # the cupy.fuse function, once it is built
+        compiled = []  # the cupy.fuse function, once it is built and proven
 
         @functools.wraps(body)
         def kernel(*args):
             where = backend.backend_name()
-            if where == "numpy":
+            if where == "numpy" or name in FELL_BACK:
                 return body(*args)
             if where == "strict":
                 with launches.one_launch(name):
                     return body(*args)
-            if not compiled:
-                compiled.append(backend.get_xp().fuse(kernel_name=name)(body))
-            return compiled[0](*args)
+            if compiled:
+                return compiled[0](*args)
+            return _first_call(name, body, compiled, args)
 
         kernel.body, kernel.kernel_name = body, name
         return kernel
 
     return decorate
+
+
+def _first_call(name, body, compiled, args):
+    """Build the kernel and run it once, checking that its float outputs keep
+    the float dtype of its array inputs (cupy.fuse types a Python number as
+    a float64 array would be typed). A kernel cupy.fuse refuses is run as its
+    body: the refusal comes while tracing, before anything is written."""
+    try:
+        kernel = backend.get_xp().fuse(kernel_name=name)(body)
+        result = kernel(*args)
+    except Exception as error:  # a cupy.fuse limit: the body still computes the same
+        FELL_BACK[name] = f"cupy.fuse refused it: {type(error).__name__}: {error}"
+        return body(*args)
+    wanted = _float_dtype(args)
+    outputs = result if isinstance(result, tuple) else (result,)
+    changed = [out.dtype for out in outputs
+               if wanted is not None and out.dtype.kind == "f" and out.dtype != wanted]
+    if changed:
+        FELL_BACK[name] = f"cupy.fuse gave {changed[0]} from {wanted} inputs"
+        cast = tuple(out.astype(wanted) if out.dtype.kind == "f" else out for out in outputs)
+        return cast if isinstance(result, tuple) else cast[0]
+    compiled.append(kernel)
+    return result
+
+
+def _float_dtype(args):
+    """The widest float dtype of the array arguments, or None."""
+    dtypes = [arg.dtype for arg in args if getattr(getattr(arg, "dtype", None), "kind", "") == "f"
+              and getattr(arg, "ndim", 0) > 0]
+    return max(dtypes, key=lambda dtype: dtype.itemsize, default=None)
 
 
 # kernels cannot ask the backend itself (the backend imports kernels): tell it

@@ -145,6 +145,56 @@ def test_on_cupy_the_body_is_compiled_once_by_cupy_fuse(monkeypatch):
     assert fake.built == ["twice"]  # built on the first call, then reused
 
 
+class RefusingCupy(FakeCupy):
+    """A cupy whose fuse cannot trace the body (as for an operation it lacks)."""
+
+    def fuse(self, kernel_name):
+        def build(body):
+            def refuse(*args):
+                raise TypeError(f"{kernel_name}: unsupported in fusion")
+            return refuse
+        return build
+
+
+class WideningCupy(FakeCupy):
+    """A cupy whose fused kernel gives float64 from float32 inputs."""
+
+    def fuse(self, kernel_name):
+        return lambda body: lambda *args: body(*args).astype(np.float64)
+
+
+@pytest.mark.parametrize("fake, why", [(RefusingCupy(), "refused it: TypeError"),
+                                       (WideningCupy(), "gave float64 from float32")])
+def test_a_kernel_cupy_cannot_fuse_runs_as_its_body_and_is_named(monkeypatch, fake, why):
+    @fusion.fused("halve")
+    def halve(x):
+        return x * 0.5
+
+    monkeypatch.setattr(backend, "backend_name", lambda: "cupy")
+    monkeypatch.setattr(backend, "get_xp", lambda: fake)
+    monkeypatch.setattr(fusion, "FELL_BACK", {})
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(2):  # the first call checks, the second runs the body
+        y = halve(x)
+        assert y.dtype == np.float32 and np.array_equal(y, x * 0.5)
+    assert list(fusion.FELL_BACK) == ["halve"] and why in fusion.FELL_BACK["halve"]
+
+
+def test_a_kernel_that_keeps_its_dtype_is_kept_compiled(monkeypatch):
+    @fusion.fused("halve_kept")
+    def halve(x):
+        return x * 0.5
+
+    fake = FakeCupy()
+    monkeypatch.setattr(backend, "backend_name", lambda: "cupy")
+    monkeypatch.setattr(backend, "get_xp", lambda: fake)
+    monkeypatch.setattr(fusion, "FELL_BACK", {})
+    fake.fuse = lambda kernel_name: (fake.built.append(kernel_name) or (lambda body: body))
+    x = np.arange(4, dtype=np.float32)
+    halve(x), halve(x)
+    assert fake.built == ["halve_kept"] and not fusion.FELL_BACK
+
+
 @fusion.fused("layer_norm_scale_shift")
 def wrong_scale_shift(x, mu, inv_std, gamma, beta):
     """The plant: y off by one part in a million."""

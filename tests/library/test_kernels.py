@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.core import backend, kernels
+from minitrans.core import backend, fusion, kernels
 from minitrans.layers import (  # noqa: F401  (the modules of the pairs)
     dropout, embedding, feedforward, grouped, layernorm, loss, rmsnorm, rotary, swiglu,
 )
@@ -308,6 +308,7 @@ def test_device_equals_reference(backend_name, dtype, name):
     (strict): the same body that cupy.fuse compiles on a GPU."""
     with minitrans.using(dtype=dtype):
         assert fast_vs_reference_error(name, "device") < TOLERANCE[dtype]
+    assert not fusion.FELL_BACK, f"fused kernels run op by op instead: {fusion.FELL_BACK}"
 
 
 def test_device_versions_exist_and_leave_the_numpy_fast_set_alone():
