@@ -8,7 +8,7 @@ import pytest
 import minitrans
 from minitrans.core import backend, capture, fusion
 from minitrans.gradcheck import tiny_model
-from minitrans.training.optimisation.adam import Adam
+from minitrans.training.optimisation.adam import Adam, adam_step_of, apply_adam_step_device
 
 
 @pytest.fixture
@@ -125,24 +125,53 @@ def test_a_shape_that_depends_on_the_data_cannot_be_replayed(xp):
         stretch.replay()
 
 
-def test_adams_device_step_is_not_capture_safe_its_bias_corrections_are_numbers():
-    # What a CUDA graph of Adam's flat update would need: today the fused
-    # adam_step kernel takes 1 / (1 - beta1^t) as a Python number, frozen by
-    # a graph at the step it was recorded
+def _adam_after_one_step():
+    """Adam on the tiny model after its first step (which makes m, v and the
+    flat state), and every array its next step updates in place."""
+    whole, batch = tiny_model(seed=5)
+    optimizer = Adam(whole.model, lr=0.01, weight_decay=0.01)
+    whole.forward(*batch)
+    whole.backward()
+    optimizer.step()
+    assert optimizer.flat_gradient() is not None
+    state = ([param for _, param, _ in optimizer.named_parameters()]
+             + list(optimizer.m.values()) + list(optimizer.v.values()))
+    return optimizer, state
+
+
+def _adam_check(run_of):
+    """check_capture_safe of ``run_of(optimizer, lr)``'s step, its learning
+    rate and step count changed by prepare, as a schedule would change them."""
+    optimizer, state = _adam_after_one_step()
+    lr = [0.0]
+
+    def prepare(step):
+        optimizer.step_count, lr[0] = step, 0.01 / step
+        optimizer.write_step_values(lr[0])  # before the graph: a copy from the host
+
+    return optimizer, capture.check_capture_safe(lambda: run_of(optimizer, lr[0]), prepare,
+                                                 state, step=2)
+
+
+def test_adams_device_step_reads_its_step_values_from_device_arrays_and_replays():
     with minitrans.using("strict", dtype="float32", kernels="fast"):
-        whole, batch = tiny_model(seed=5)
-        optimizer = Adam(whole.model, lr=0.01)
-        whole.forward(*batch)
-        whole.backward()
-        optimizer.step()  # makes m, v and the flat state: the stretch is the next step
-        assert optimizer.flat_gradient() is not None
-        state = ([param for _, param, _ in optimizer.named_parameters()]
-                 + list(optimizer.m.values()) + list(optimizer.v.values()))
+        _, check = _adam_check(lambda optimizer, lr: optimizer.flat_device_step())
+    assert check.safe, check.report
 
-        def prepare(step):
-            optimizer.step_count = step - 1  # optimizer.step() counts it up to step
 
-        check = capture.check_capture_safe(optimizer.step, prepare, state, step=2)
+def _step_with_python_numbers(optimizer, lr):
+    """The flat device step with lr, the bias corrections and the decay
+    passed to the kernels as Python numbers: what a graph cannot replay."""
+    flat = optimizer._flat
+    step = adam_step_of(flat.grad, flat.m, flat.v, optimizer.step_count, lr,
+                        (optimizer.beta1, optimizer.beta2), optimizer.eps)
+    for param, piece in flat.steps(step):
+        apply_adam_step_device(param, piece, lr * optimizer.weight_decay)
+
+
+def test_adams_step_with_python_numbers_is_caught_at_its_frozen_bias_correction():
+    with minitrans.using("strict", dtype="float32", kernels="fast"):
+        optimizer, check = _adam_check(_step_with_python_numbers)
     m_hat_scale = [1.0 / (1.0 - optimizer.beta1**t) for t in (2, 3)]
     assert not check.safe
     assert (f", fused adam_step: multiply: replayed with {m_hat_scale[0]!r} frozen where the "

@@ -104,7 +104,9 @@ def adam_step_device(grad, m, v, beta1, beta2, lr, m_hat_scale, v_hat_scale, eps
         m_hat = m * m_hat_scale,  v_hat = v * v_hat_scale
 
     with the bias corrections m_hat_scale = 1 / (1 - beta1^t) and
-    v_hat_scale = 1 / (1 - beta2^t) passed in as numbers."""
+    v_hat_scale = 1 / (1 - beta2^t) passed in as numbers, or as arrays of
+    one number in grad's dtype (``Adam.flat_device_step``: the same
+    numbers, read from device memory)."""
     m += (1.0 - beta1) * (grad - m)  # beta1 m + (1 - beta1) g, without a second read of m
     v += (1.0 - beta2) * (grad * grad - v)
     return lr * (m * m_hat_scale) / (backend.get_xp().sqrt(v * v_hat_scale) + eps)
@@ -116,11 +118,18 @@ def apply_adam_step_device(param, step, decay):
     param -= step + decay * param
 
 
+def adam_step_values(t, lr, betas, weight_decay):
+    """The numbers of step t that change with the step: lr, the bias
+    corrections 1 / (1 - beta1^t) and 1 / (1 - beta2^t), and AdamW's decay
+    factor lr * weight_decay."""
+    beta1, beta2 = betas
+    return [lr, 1.0 / (1.0 - beta1**t), 1.0 / (1.0 - beta2**t), lr * weight_decay]
+
+
 def adam_step_of(grad, m, v, t, lr, betas, eps):
     """``adam_step_device`` at step t: the bias corrections worked out here."""
-    beta1, beta2 = betas
-    return adam_step_device(grad, m, v, beta1, beta2, lr, 1.0 / (1.0 - beta1**t),
-                            1.0 / (1.0 - beta2**t), eps)
+    lr, m_hat_scale, v_hat_scale, _ = adam_step_values(t, lr, betas, 0.0)
+    return adam_step_device(grad, m, v, *betas, lr, m_hat_scale, v_hat_scale, eps)
 
 
 def adam_update_device(param, grad, m, v, t, lr, betas, eps, weight_decay=0.0, scratch=None):
@@ -189,12 +198,11 @@ class Adam(Optimizer):
         over the flat arrays, in blocks of BLOCK_BYTES on the CPU (they stay
         in the core's cache from one pass to the next); then each parameter
         takes its piece of the step. On a device, the fused kernels of
-        ``adam_update_device``: one over the flat arrays, one per parameter."""
+        ``adam_update_device``: one over the flat arrays, one per parameter,
+        reading the step's numbers from device memory."""
         if backend.on_device():
-            step = adam_step_of(flat.grad, flat.m, flat.v, self.step_count, lr,
-                                (self.beta1, self.beta2), self.eps)
-            for param, piece in flat.steps(step):
-                apply_adam_step_device(param, piece, lr * self.weight_decay)
+            self.write_step_values(lr)
+            self.flat_device_step()
             return
         block_size = self.BLOCK_BYTES // flat.grad.itemsize
         for grad, m, v, step in flat.blocks(block_size):
@@ -202,6 +210,27 @@ class Adam(Optimizer):
                       out=step)
         for param, step in flat.steps():
             apply_adam_step(param, step, lr, self.weight_decay)
+
+    def write_step_values(self, lr):
+        """On a device: the numbers of this step (``adam_step_values``) into
+        the flat state's ``step_values``, the copy from the host that
+        ``flat_device_step`` needs first (a CUDA graph of that step would run
+        after it)."""
+        self._flat.write_step_values(adam_step_values(
+            self.step_count, lr, (self.beta1, self.beta2), self.weight_decay))
+
+    def flat_device_step(self):
+        """The fused kernels of the flat update on a device. Everything that
+        changes from step to step is read from ``step_values``, none of it
+        is a Python number, so a CUDA graph recorded at one step replays
+        the next (tests/library/test_capture.py)."""
+        flat = self._flat
+        # slices, views of shape (1,): an integer index would copy on NumPy
+        lr, m_hat_scale, v_hat_scale, decay = (flat.step_values[i:i + 1] for i in range(4))
+        step = adam_step_device(flat.grad, flat.m, flat.v, self.beta1, self.beta2, lr,
+                                m_hat_scale, v_hat_scale, self.eps)
+        for param, piece in flat.steps(step):
+            apply_adam_step_device(param, piece, decay)
 
     def flat_gradient(self):
         """The flat array every gradient is a view of, or None where the

@@ -27,6 +27,8 @@ import itertools
 
 from minitrans.core import backend
 
+STEP_VALUES = 4  # how many numbers ``write_step_values`` takes
+
 
 class FlatState:
     """Flat gradient, m and v arrays whose pieces are the model's gradients
@@ -43,6 +45,11 @@ class FlatState:
         total, dtype = ends[-1], params[0].dtype
         self.grad, self.m, self.v = (xp.empty(total, dtype=dtype) for _ in range(3))
         self.step = xp.empty(total, dtype=dtype)  # the scratch array of adam_step
+        # On a device, the numbers that change with the step (the learning
+        # rate, the bias corrections, the decay), which the kernels read as
+        # arrays: written in place before each step, so that a CUDA graph of
+        # the kernels, which would freeze Python numbers, reads them anew
+        self.step_values = xp.zeros(STEP_VALUES, dtype=dtype)
         self.views = []
         for (name, module, key), param, (start, stop) in zip(slots, params, self.bounds):
             views = tuple(flat[start:stop].reshape(param.shape)
@@ -87,6 +94,14 @@ class FlatState:
         for start in range(0, self.grad.size, size):
             yield tuple(flat[start:start + size]
                         for flat in (self.grad, self.m, self.v, self.step))
+
+    def write_step_values(self, values):
+        """``values`` (STEP_VALUES Python numbers) into ``step_values``, in
+        place: a copy from the host into a fresh array, then into this one
+        (a setitem takes no host array on the strict backend), each
+        number rounded to the parameters' dtype as the kernels would round a
+        Python number."""
+        self.step_values[...] = backend.get_xp().asarray(values, dtype=self.step_values.dtype)
 
     def steps(self, step=None):
         """(parameter, its piece of the step array, in its shape) of every
