@@ -159,10 +159,10 @@ def layer_norm_device(x, gamma, beta, eps):
     return y, (x_hat, inv_std)
 
 
-@fusion.fused("layer_norm_products")
+@fusion.fused("norm_backward_products")
 def backward_products(dy, gamma, x_hat):
     """dx_hat = dy * gamma; dx_hat * x_hat, whose mean dx needs; dy * x_hat,
-    whose sum over the positions is dgamma."""
+    whose sum over the positions is dgamma (RMSNorm's backward needs the same three)."""
     dx_hat = dy * gamma
     return dx_hat, dx_hat * x_hat, dy * x_hat
 

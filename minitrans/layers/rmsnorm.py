@@ -3,6 +3,7 @@ Llama and most language models after it."""
 
 from minitrans.core import backend, checks, fusion, kernels
 from minitrans.layers import init
+from minitrans.layers.layernorm import backward_products  # dx_hat = dy * g, and two products
 from minitrans.layers.module import Module
 from minitrans.ops.sums import dot_last_fast, dot_leading_fast
 
@@ -145,14 +146,6 @@ def rms_norm_device(x, g, eps):
     inv_rms = inverse_rms(squares(x).mean(axis=-1, keepdims=True), eps)
     y, x_hat = normalise_scale(x, inv_rms, g)
     return y, (x_hat, inv_rms)
-
-
-@fusion.fused("rms_norm_products")
-def backward_products(dy, g, x_hat):
-    """dx_hat = dy * g; dx_hat * x_hat, whose mean dx needs; dy * x_hat,
-    whose sum over the positions is dg."""
-    dx_hat = dy * g
-    return dx_hat, dx_hat * x_hat, dy * x_hat
 
 
 @fusion.fused("rms_norm_dx")
