@@ -134,12 +134,6 @@ def dropout_scale_fast(a, keep, scale):
     return result
 
 
-@fusion.fused("dropout_scale")
-def dropout_scale_device(a, keep, scale):
-    """a * m * scale, one kernel."""
-    return a * keep * scale
-
-
 def residual_dropout_reference(residual, a, keep, scale):
     """residual + a * m * scale: x + Dropout(F(x)), with a = F(x)."""
     return residual + a * keep * scale
@@ -152,12 +146,9 @@ def residual_dropout_fast(residual, a, keep, scale):
     return result
 
 
-@fusion.fused("residual_dropout")
-def residual_dropout_device(residual, a, keep, scale):
-    """residual + a * m * scale, one kernel."""
-    return residual + a * keep * scale
-
-
+# On a device the reference itself, fused: it is already one element-wise expression
+dropout_scale_device = fusion.fused("dropout_scale")(dropout_scale_reference)
+residual_dropout_device = fusion.fused("residual_dropout")(residual_dropout_reference)
 dropout_scale = kernels.pair(dropout_scale_reference, dropout_scale_fast,
                              device=dropout_scale_device)
 residual_dropout = kernels.pair(residual_dropout_reference, residual_dropout_fast,
