@@ -101,11 +101,14 @@ def sampler(temperature, top_k, top_p, rng):
     return choose
 
 
-def first_ids_only(logits, count):
+def first_ids_only(logits, count, allowed=None):
     """(B, V) logits with those of ids ``count`` and above at -inf: they are
-    never drawn, by sampling or greedy."""
+    never drawn, by sampling or greedy. ``allowed``: the (V,) mask of ids
+    below ``count``, where the caller keeps one across tokens."""
     xp = backend.get_xp()
-    return xp.where(xp.arange(logits.shape[-1]) < count, logits, -xp.inf)
+    if allowed is None:
+        allowed = xp.arange(logits.shape[-1]) < count
+    return xp.where(allowed, logits, -xp.inf)
 
 
 class FirstIdsOnly:
@@ -118,6 +121,12 @@ class FirstIdsOnly:
     def __init__(self, model, count):
         checks.check_int("count", count, low=1, high=model.config.vocab_size)
         self.model, self.count, self.config = model, count, model.config
+        self.allowed = None  # the mask of ids below count, made at the first token
+
+    def _first_ids_only(self, logits):
+        if self.allowed is None:
+            self.allowed = backend.get_xp().arange(logits.shape[-1]) < self.count
+        return first_ids_only(logits, self.count, self.allowed)
 
     def eval(self):
         self.model.eval()
@@ -126,7 +135,7 @@ class FirstIdsOnly:
         return self.model.start(batch_size)
 
     def step(self, state, tokens):
-        return first_ids_only(self.model.step(state, tokens), self.count)
+        return self._first_ids_only(self.model.step(state, tokens))
 
     def prefix_logits(self, prefix):
-        return first_ids_only(self.model.prefix_logits(prefix), self.count)
+        return self._first_ids_only(self.model.prefix_logits(prefix))
