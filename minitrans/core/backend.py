@@ -176,6 +176,16 @@ def on_device():
     return backend_name() in ("cupy", "strict")
 
 
+def device_blas():
+    """CuPy's BLAS module (``cupy.cublas``: gemm, gemv with an output to add
+    into) on the cupy backend, None on the others."""
+    if backend_name() != "cupy":
+        return None
+    import cupy.cublas
+
+    return cupy.cublas
+
+
 def overflow_ignored():
     """A context in which an element-wise overflow (exp of a large number)
     gives inf without a warning, for code that checks the result itself:

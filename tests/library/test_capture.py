@@ -8,7 +8,8 @@ import pytest
 import minitrans
 from minitrans.core import backend, capture, fusion
 from minitrans.gradcheck import tiny_model
-from minitrans.training.optimisation.adam import Adam, adam_step_of, apply_adam_step_device
+from minitrans.training.optimisation.adam import Adam
+from minitrans.training.optimisation.adam_device import adam_step_of, apply_adam_step_device
 
 
 @pytest.fixture

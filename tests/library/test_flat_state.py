@@ -67,16 +67,15 @@ def test_replaced_arrays_are_followed(backend_name):
     assert_same_state(flat, train(flat=False, between=load_state_and_replace_a_gradient))
 
 
-def test_parameters_stay_the_models_arrays_and_gradients_become_views(backend_name):
+def test_gradients_become_views(backend_name):
+    """(The parameters: tests/library/test_flat_parameters.py.)"""
     whole, batch = tiny_model(seed=5)
-    before = {name: param for name, param, _ in whole.model.named_parameters()}
     optimizer = Adam(whole.model, lr=0.01)
     whole.forward(*batch)
     whole.backward()
     optimizer.step()
     optimizer._flat.grad.fill(2.0)  # every gradient is a view of the flat array
-    for name, param, grad in whole.model.named_parameters():
-        assert param is before[name]
+    for _, _, grad in whole.model.named_parameters():
         assert (minitrans.to_numpy(grad) == 2.0).all()
     optimizer.zero_grad()
     assert not minitrans.to_numpy(optimizer._flat.grad).any()

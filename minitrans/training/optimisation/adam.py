@@ -8,14 +8,17 @@ kernel pair (``minitrans.core.kernels``): that reference, and
 ``adam_update_fast``, which computes the same numbers in place, in one
 scratch array that the optimiser reuses (``tests/library/test_kernels.py``
 holds them equal), and ``adam_update_device``, the same step as two fused
-kernels for a GPU (``minitrans.core.fusion``). ``Adam`` keeps m, v and the step count, and runs the
-update over the parameters: in blocks and on threads (``optimisation.optimizer``),
-or, for a small model, over all of them at once (``optimisation.flat_state``).
+kernels for a GPU (``optimisation.adam_device``). ``Adam`` keeps m, v and
+the step count, and runs the update over the parameters: in blocks and on
+threads (``optimisation.optimizer``), or, for a small model, over all of
+them at once (``optimisation.flat_state``; on a device, in one kernel).
 """
 
 import threading
 
-from minitrans.core import backend, checks, fusion, kernels
+from minitrans.core import backend, checks, kernels
+from minitrans.training.optimisation.adam_device import (
+    adam_step_values, adam_update_device, adam_update_flat_device)
 from minitrans.training.optimisation.flat_state import FlatState
 from minitrans.training.optimisation.optimizer import Optimizer, block
 
@@ -95,50 +98,6 @@ def apply_adam_step(param, step, lr, weight_decay):
     param -= step
 
 
-@fusion.fused("adam_step")
-def adam_step_device(grad, m, v, beta1, beta2, lr, m_hat_scale, v_hat_scale, eps):
-    """m and v updated in place, and the step returned, in one kernel:
-
-        m <- beta1 m + (1 - beta1) g,    v <- beta2 v + (1 - beta2) g^2
-        step = lr * m_hat / (sqrt(v_hat) + eps),
-        m_hat = m * m_hat_scale,  v_hat = v * v_hat_scale
-
-    with the bias corrections m_hat_scale = 1 / (1 - beta1^t) and
-    v_hat_scale = 1 / (1 - beta2^t) passed in as numbers, or as arrays of
-    one number in grad's dtype (``Adam.flat_device_step``: the same
-    numbers, read from device memory)."""
-    m += (1.0 - beta1) * (grad - m)  # beta1 m + (1 - beta1) g, without a second read of m
-    v += (1.0 - beta2) * (grad * grad - v)
-    return lr * (m * m_hat_scale) / (backend.get_xp().sqrt(v * v_hat_scale) + eps)
-
-
-@fusion.fused("adam_apply_step")
-def apply_adam_step_device(param, step, decay):
-    """w <- w - step - decay * w, in place: decay = lr * weight_decay, AdamW's."""
-    param -= step + decay * param
-
-
-def adam_step_values(t, lr, betas, weight_decay):
-    """The numbers of step t that change with the step: lr, the bias
-    corrections 1 / (1 - beta1^t) and 1 / (1 - beta2^t), and AdamW's decay
-    factor lr * weight_decay."""
-    beta1, beta2 = betas
-    return [lr, 1.0 / (1.0 - beta1**t), 1.0 / (1.0 - beta2**t), lr * weight_decay]
-
-
-def adam_step_of(grad, m, v, t, lr, betas, eps):
-    """``adam_step_device`` at step t: the bias corrections worked out here."""
-    lr, m_hat_scale, v_hat_scale, _ = adam_step_values(t, lr, betas, 0.0)
-    return adam_step_device(grad, m, v, *betas, lr, m_hat_scale, v_hat_scale, eps)
-
-
-def adam_update_device(param, grad, m, v, t, lr, betas, eps, weight_decay=0.0, scratch=None):
-    """The reference's step as two fused kernels, the moments with the step
-    and then the parameter (``scratch`` is ignored: the step is the first
-    kernel's output)."""
-    apply_adam_step_device(param, adam_step_of(grad, m, v, t, lr, betas, eps), lr * weight_decay)
-
-
 adam_update = kernels.pair(adam_update_reference, adam_update_fast, device=adam_update_device)
 
 
@@ -156,7 +115,9 @@ class Adam(Optimizer):
     gradients, m and v become views of three flat arrays, and each pass of
     the update runs once over them, the same numbers bit for bit. Beyond
     that size the per-parameter update, in blocks and on threads, is
-    faster (both timed: benchmarks/results/adam_threads/).
+    faster (both timed: benchmarks/results/adam_threads/). On a device the
+    parameters become views of a fourth flat array too, and the whole
+    update is one fused kernel (``adam_update_flat_device``).
     """
 
     FLAT_NUMBERS = Optimizer.THREADED_NUMBERS
@@ -197,8 +158,8 @@ class Adam(Optimizer):
         """``adam_update_fast`` of every parameter at once: m, v and the step
         over the flat arrays, in blocks of BLOCK_BYTES on the CPU (they stay
         in the core's cache from one pass to the next); then each parameter
-        takes its piece of the step. On a device, the fused kernels of
-        ``adam_update_device``: one over the flat arrays, one per parameter,
+        takes its piece of the step. On a device, where the parameters are
+        views of a flat array too, one fused kernel over the flat arrays,
         reading the step's numbers from device memory."""
         if backend.on_device():
             self.write_step_values(lr)
@@ -220,17 +181,18 @@ class Adam(Optimizer):
             self.step_count, lr, (self.beta1, self.beta2), self.weight_decay))
 
     def flat_device_step(self):
-        """The fused kernels of the flat update on a device. Everything that
-        changes from step to step is read from ``step_values``, none of it
-        is a Python number, so a CUDA graph recorded at one step replays
-        the next (tests/library/test_capture.py)."""
+        """The flat update on a device: one fused kernel over the flat
+        parameters, gradients, m and v, each number decayed as the flat
+        state's ``decay_mask`` says. Everything that changes from step to
+        step is read from ``step_values``, none of it is a Python number,
+        so a CUDA graph recorded at one step replays the next
+        (tests/library/test_capture.py)."""
         flat = self._flat
         # slices, views of shape (1,): an integer index would copy on NumPy
         lr, m_hat_scale, v_hat_scale, decay = (flat.step_values[i:i + 1] for i in range(4))
-        step = adam_step_device(flat.grad, flat.m, flat.v, self.beta1, self.beta2, lr,
-                                m_hat_scale, v_hat_scale, self.eps)
-        for param, piece in flat.steps(step):
-            apply_adam_step_device(param, piece, decay)
+        adam_update_flat_device(flat.param, flat.grad, flat.m, flat.v, flat.decay_mask,
+                                self.beta1, self.beta2, lr, m_hat_scale, v_hat_scale, self.eps,
+                                decay)
 
     def flat_gradient(self):
         """The flat array every gradient is a view of, or None where the
@@ -240,7 +202,8 @@ class Adam(Optimizer):
         return None if flat is None else flat.grad
 
     def _current_flat(self):
-        """The FlatState, if the model's gradients, m and v are still its views."""
+        """The FlatState, if the model's gradients, m and v (and on a device
+        its parameters) are still its views."""
         if self._flat is not None and not self._flat.current(self.m, self.v):
             self._flat = None
         return self._flat
@@ -252,7 +215,8 @@ class Adam(Optimizer):
         if self._current_flat() is None and FlatState.usable(self.slots, self.FLAT_NUMBERS):
             for name, param, _ in self.named_parameters():
                 self.init_state(name, param)
-            self._flat = FlatState(self.slots, self.m, self.v)
+            self._flat = FlatState(self.slots, self.m, self.v,
+                                   holds_parameters=backend.on_device())
         return self._flat
 
     def init_state(self, name, param):

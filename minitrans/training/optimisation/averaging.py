@@ -47,20 +47,23 @@ class WeightAverage:
         self.decay = float(decay)
         self.model = replicate(model, 0, gradients=False)
         self.model.eval()
-        self._pairs = []  # (the model's weights, their average), parameter by parameter
+        # (the model's layer, the weights' name in it, their average), parameter by
+        # parameter: the weights are looked up at every update, as on a device the
+        # optimiser makes them views of its flat array (optimisation.flat_state)
+        self._slots = []
         for layer, twin in zip(model.modules(), self.model.modules()):
             for key, weights in layer.params.items():
                 twin.params[key] = weights.copy()
-                self._pairs.append((weights, twin.params[key]))
+                self._slots.append((layer, key, twin.params[key]))
 
     def update(self, step):
         """Move the average towards the weights, after optimiser step ``step``."""
         keep = decay_at(self.decay, step)
-        for weights, average in self._pairs:
-            average += (1 - keep) * (weights - average)
+        for layer, key, average in self._slots:
+            average += (1 - keep) * (layer.params[key] - average)
 
     def restart(self):
         """Start the average again at the weights as they are (after they
         were replaced from outside, as a checkpoint load does)."""
-        for weights, average in self._pairs:
-            average[...] = weights
+        for layer, key, average in self._slots:
+            average[...] = layer.params[key]
