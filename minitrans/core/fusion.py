@@ -20,10 +20,31 @@ never from NumPy or CuPy by name, and what it runs depends on the backend:
             one launch it would be on a GPU, so tests hold a step to a budget.
 ``numpy``   the body itself, a plain call.
 
-A body holds element-wise operations only (``+``, ``*``, ``xp.sqrt``,
-``xp.tanh``, ``xp.maximum``, comparisons; in-place ``+=`` on an argument);
-a sum over an axis is a separate call before it, so that the same body is
-valid for ``cupy.fuse``. Python numbers are fine arguments.
+A body holds element-wise operations (``+``, ``*``, ``xp.sqrt``,
+``xp.tanh``, ``xp.maximum``, ``xp.where``, comparisons; in-place ``+=`` on
+an argument), and may end in ONE reduction over an axis, which cupy.fuse
+builds into a single reduction kernel:
+
+    @fused("row_inverse_norm")
+    def row_inverse_norm(x):
+        xp = backend.get_xp()
+        return 1.0 / xp.sqrt(xp.sum(x * x, axis=-1))  # shape (...,): no keepdims
+
+The limits, those of ``cupy.fuse``, that keep a body valid there:
+
+* the reduction is ``xp.sum``, ``xp.max`` or ``xp.min``, with ``axis=`` (or
+  none: over everything) and no ``keepdims``, which cupy.fuse drops: the
+  result has the reduced shape, and the caller adds the axis back, as a view
+  (``[..., None]``); ``xp.mean`` is no reduction there: sum ``x * (1 / n)``;
+* after the reduction only its value and numbers written in the body
+  (``1.0``) take part: neither the arguments (arrays or numbers) nor arrays
+  made before it, so a number such as ``eps`` goes in before the sum
+  (the mean of ``x + eps`` is the mean of ``x``, plus ``eps``);
+* a reduction body returns that one array; an element-wise body may return
+  a tuple of arrays of one (broadcast) shape;
+* no indexing, ``arange`` or ``reshape`` inside a body: they go around it.
+
+Python numbers are fine arguments, weakly typed (float32 arrays stay float32).
 
 Fused versions join the reference and fast versions of a kernel as its
 third version (``kernels.pair(reference, fast, device=...)``); the fast
@@ -69,8 +90,10 @@ def fused(name):
 def _first_call(name, body, compiled, args):
     """Build the kernel and run it once, checking that its float outputs keep
     the float dtype of its array inputs (cupy.fuse types a Python number as
-    a float64 array would be typed). A kernel cupy.fuse refuses is run as its
-    body: the refusal comes while tracing, before anything is written."""
+    a float64 array would be typed); a reduction's output, of the reduced
+    shape, 0-d for a sum over everything, is checked as any other. A kernel
+    cupy.fuse refuses is run as its body: the refusal comes while tracing,
+    before anything is written."""
     try:
         kernel = backend.get_xp().fuse(kernel_name=name)(body)
         result = kernel(*args)

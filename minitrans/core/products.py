@@ -12,61 +12,69 @@ in one call, so with ``beta = 1`` the addition happens inside the product:
 On each backend:
 
 ``numpy``   the equation, as written above.
-``strict``  the equation, counted as the one launch it is on a GPU.
-``cupy``    ``cupy.cublas.gemm`` and ``gemv`` with ``beta = 1`` (for float
-            arrays in a layout BLAS reads directly; the equation otherwise).
-"""
+``strict``  the equation, counted as the one launch it is on a GPU when
+            BLAS can read the arrays as they lie (see below); otherwise
+            counted operation by operation, as CuPy would run it.
+``cupy``    ``cupy.cublas.gemm`` and ``gemv`` with ``beta = 1``, when BLAS
+            can read the arrays as they lie; the equation otherwise.
 
-import contextlib
+BLAS reads a float32 or float64 matrix laid out by rows (C order) or by
+columns (F order: a transposed view such as ``x.T``), and adds into an
+``out`` laid out either way (gemv: a contiguous vector). Anything else (a
+strided slice, another dtype) would need copies first, so it takes the
+equation, which is no slower.
+"""
 
 from minitrans.core import backend, launches
 
-_ones = {}  # (length, dtype) -> a device vector of ones, for gemv's column sums
+BLAS_DTYPES = "fd"  # numpy's dtype.char of float32 and float64: cuBLAS's sgemm, dgemm
+_ones = {}  # (backend, length, dtype) -> a device vector of ones, for gemv's column sums
 
 
 def add_product(out, a, b):
     """``out += a @ b`` in place, for 2-d ``a`` (m, k), ``b`` (k, n) and
-    ``out`` (m, n). Returns ``out``."""
-    blas = backend.device_blas()
-    if blas is not None and _blas_reads(out, a, b):
-        blas.gemm("N", "N", a, b, out=out, alpha=1.0, beta=1.0)
+    ``out`` (m, n), ``out`` sharing no memory with ``a`` or ``b``. Returns
+    ``out``."""
+    if not (backend.on_device() and _blas_reads(out, a, b)):
+        out += a @ b  # the equation: on NumPy, or for arrays BLAS cannot read
         return out
-    with _counted_as_one("add_product"):
-        out += a @ b
+    blas = backend.device_blas()
+    if blas is None:  # the strict backend: the one launch it is on a GPU
+        with launches.one_launch("add_product"):
+            out += a @ b
+    else:
+        blas.gemm("N", "N", a, b, out=out, alpha=1.0, beta=1.0)
     return out
 
 
 def add_column_sums(out, x):
     """``out += x.sum(axis=0)`` in place, for a 2-d ``x`` (m, n) and ``out``
-    (n,). Returns ``out``."""
-    blas = backend.device_blas()
-    if blas is not None and _blas_reads(out, x):
-        blas.gemv("T", 1.0, x, _ones_of(x.shape[0], x.dtype), 1.0, out)
-        return out
-    with _counted_as_one("add_column_sums"):
+    (n,), sharing no memory with ``x``. Returns ``out``."""
+    if not (backend.on_device() and _blas_reads(out, x)):
         out += x.sum(axis=0)
+        return out
+    blas = backend.device_blas()
+    if blas is None:
+        with launches.one_launch("add_column_sums"):
+            out += x.sum(axis=0)
+    else:
+        blas.gemv("T", 1.0, x, _ones_of(x.shape[0], x.dtype), 1.0, out)
     return out
 
 
 def _blas_reads(out, *operands):
     """Whether BLAS can add into ``out`` from ``operands`` with no copies:
-    one float dtype, every array laid out in rows or in columns."""
+    one dtype, float32 or float64, every array laid out by rows or by
+    columns, and none empty (BLAS refuses a leading dimension of 0)."""
     arrays = (out, *operands)
-    return (out.dtype.kind == "f" and all(a.dtype == out.dtype for a in arrays)
-            and out.flags.c_contiguous
-            and all(a.flags.c_contiguous or a.flags.f_contiguous for a in operands))
+    return (out.dtype.char in BLAS_DTYPES and all(a.dtype == out.dtype for a in arrays)
+            and all(a.size and (a.flags.c_contiguous or a.flags.f_contiguous) for a in arrays))
 
 
 def _ones_of(length, dtype):
     """A vector of ``length`` ones, made once for each length and dtype."""
-    key = (length, dtype.str)
+    key = (backend.backend_name(), length, dtype.str)
     if key not in _ones:
         _ones[key] = backend.get_xp().ones(length, dtype=dtype)
     return _ones[key]
 
-
-def _counted_as_one(name):
-    """On the strict backend, the body counts as the one launch it is on a GPU."""
-    if backend.backend_name() == "strict":
-        return launches.one_launch(name)
-    return contextlib.nullcontext()

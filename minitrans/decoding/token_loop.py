@@ -9,6 +9,7 @@ once, to ask whether every row has finished.
 """
 
 from minitrans.core import backend, checks
+from minitrans.core.fusion import fused
 
 
 def decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_logits=False):
@@ -36,19 +37,29 @@ def decode_loop(feed, first_tokens, max_steps, choose, eos_id, pad_id, keep_logi
                           if keep_logits else None)
         banned = logits if pad_id is None else xp.where(is_pad, -xp.inf, logits)
         chosen = choose(banned).astype(tokens.dtype, copy=False)
-        outputs[:, t] = chosen
-        if filler is not None:  # finished rows hold the filler
-            xp.copyto(outputs[:, t], filler, where=finished)
         if keep_logits:
             all_logits[:, t] = logits
-        if eos_id is None:
-            tokens = chosen
+        if eos_id is None:  # no row ever finishes
+            outputs[:, t] = tokens = chosen
             continue
-        finished |= chosen == eos_id
+        column, finished, tokens = finish_rows(chosen, finished, eos_id, filler)
+        outputs[:, t] = column
         if bool(finished.all()):
             break
-        tokens = xp.where(finished, eos_id, chosen)  # finished rows get <eos>, never <pad>
     return outputs[:, : t + 1], (all_logits[:, : t + 1] if keep_logits else None)
+
+
+@fused("finish_rows")
+def finish_rows(chosen, finished, eos_id, filler):
+    """What the tokens ``chosen`` (B,) do to their rows, which had
+    ``finished`` (B,) before them: the column of the output (the filler in
+    rows finished before), which rows have finished now (with this token's
+    <eos>), and the tokens fed next (<eos> in finished rows, never <pad>).
+    Element-wise over the batch: one kernel on a device, not five."""
+    xp = backend.get_xp()
+    column = xp.where(finished, filler, chosen)
+    finished_now = finished | (chosen == eos_id)
+    return column, finished_now, xp.where(finished_now, eos_id, chosen)
 
 
 def recomputing_feed(prefix_logits, seen, max_steps):

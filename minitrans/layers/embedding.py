@@ -2,7 +2,7 @@
 
 import math
 
-from minitrans.core import backend, checks, kernels
+from minitrans.core import backend, checks, kernels, products
 from minitrans.layers import init
 from minitrans.layers.module import Module
 
@@ -11,6 +11,9 @@ from minitrans.layers.module import Module
 # scatter-add's does not (``python benchmarks/kernels.py`` times both at
 # this size; benchmarks/results/kernels/).
 ONE_HOT_VOCAB = 64
+# (backend, vocabulary size, dtype, scale) -> scale * I, the rows the device
+# version picks as its one-hot matrix: made once, at most ONE_HOT_VOCAB^2 numbers
+_scaled_identities = {}
 
 
 class Embedding(Module):
@@ -20,11 +23,10 @@ class Embedding(Module):
     Backward:  dW_E[v] += sqrt(d_model) * sum of dy[b, t] over all (b, t)
                with ids[b, t] == v
 
-    The backward is a scatter-add (the kernel pair ``add_rows_at``): a token
-    that appears several times in the batch receives the sum of the
-    gradients of all its positions. Token ids are
-    integers, so ``backward`` returns ``None`` (there is nothing to
-    differentiate with respect to them).
+    The backward is a scatter-add, scaled (the kernel pair ``add_rows_at``):
+    a token that appears several times in the batch receives the sum of the
+    gradients of all its positions. Token ids are integers, so ``backward``
+    returns ``None`` (there is nothing to differentiate with respect to them).
 
     ``W_E`` starts as N(0, 1/d_model), so that after the sqrt(d_model) scale
     the embeddings have unit variance, like the positional encodings they are
@@ -76,22 +78,23 @@ class Embedding(Module):
     def backward(self, dy):
         ids = self.saved()
         checks.check_same_shape("dy", dy, (*ids.shape, self.d_model))
-        rows = dy.reshape(-1, self.d_model) * self.scale  # (N, d_model)
-        add_rows_at(self._owner.grads["W_E"], ids.reshape(-1), rows)  # repeated ids add up
+        rows = dy.reshape(-1, self.d_model)  # (N, d_model)
+        add_rows_at(self._owner.grads["W_E"], ids.reshape(-1), rows, self.scale)  # repeats add up
         return None
 
 
-def add_rows_at_reference(table, row_ids, rows):
-    """table[row_ids[i]] += rows[i] for every i, the rows of a repeated id
-    adding up: NumPy's unbuffered scatter-add ``add.at``.
+def add_rows_at_reference(table, row_ids, rows, scale=1.0):
+    """table[row_ids[i]] += scale * rows[i] for every i, the rows of a
+    repeated id adding up: NumPy's unbuffered scatter-add ``add.at``.
 
     Inputs:
-        table: (V, d) C-contiguous, row_ids: (N,) ints in [0, V), rows: (N, d)
+        table: (V, d) C-contiguous, row_ids: (N,) ints in [0, V), rows: (N, d),
+        scale: a number
     """
-    backend.get_xp().add.at(table, row_ids, rows)
+    backend.get_xp().add.at(table, row_ids, rows * scale)
 
 
-def add_rows_at_fast(table, row_ids, rows):
+def add_rows_at_fast(table, row_ids, rows, scale=1.0):
     """The same sums, two ways faster than ``add.at`` row by row. Up to
     ONE_HOT_VOCAB rows in the table, a product, one_hot^T (V, N) @ rows
     (N, d), which BLAS runs vectorised, where add.at goes one row at a time.
@@ -104,6 +107,7 @@ def add_rows_at_fast(table, row_ids, rows):
     the flat add.at (benchmarks/results/kernels/).
     """
     xp, (vocab_size, width) = backend.get_xp(), table.shape
+    rows = rows * scale
     if vocab_size <= ONE_HOT_VOCAB:
         one_hot = (row_ids[:, None] == xp.arange(vocab_size)).astype(rows.dtype)  # (N, V)
         table += one_hot.T @ rows
@@ -114,7 +118,30 @@ def add_rows_at_fast(table, row_ids, rows):
     xp.add.at(table.reshape(-1), element_ids, rows.reshape(-1))
 
 
-add_rows_at = kernels.pair(add_rows_at_reference, add_rows_at_fast)
+def add_rows_at_device(table, row_ids, rows, scale=1.0):
+    """The same sums in two launches on a device. Up to ONE_HOT_VOCAB rows
+    in the table, the one-hot product of the fast version with the scale in
+    the one-hot matrix: its rows are picked from scale * I (one gather),
+    and the product adds into the table (one gemm, ``core.products``).
+    Above it, the scaled rows and the reference's ``add.at``, which CuPy
+    runs as one kernel (adding with atomics, in no fixed order)."""
+    vocab_size = table.shape[0]
+    if vocab_size > ONE_HOT_VOCAB:
+        add_rows_at_reference(table, row_ids, rows, scale)
+        return
+    one_hot = _scaled_identity(vocab_size, rows.dtype, scale)[row_ids]  # (N, V)
+    products.add_product(table, one_hot.T, rows)  # table += scale * one_hot^T rows
+
+
+def _scaled_identity(size, dtype, scale):
+    """scale * I, (size, size), made once for each size, dtype and scale."""
+    key = (backend.backend_name(), size, dtype.str, scale)
+    if key not in _scaled_identities:
+        _scaled_identities[key] = backend.get_xp().eye(size, dtype=dtype) * scale
+    return _scaled_identities[key]
+
+
+add_rows_at = kernels.pair(add_rows_at_reference, add_rows_at_fast, device=add_rows_at_device)
 
 
 def _check_can_share(owner, vocab_size, d_model):

@@ -1,6 +1,7 @@
 """Layer normalisation over the feature axis (Ba, Kiros and Hinton, 2016)."""
 
 from minitrans.core import backend, checks, fusion, kernels
+from minitrans.core.products import add_column_sums
 from minitrans.layers import init
 from minitrans.layers.module import Module
 from minitrans.ops.sums import dot_last_fast, dot_leading_fast, mean_last_fast, sum_leading_fast
@@ -66,9 +67,9 @@ class LayerNorm(Module):
         x_hat, inv_std = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
         dy = backend.get_xp().ascontiguousarray(dy)  # as x in forward: the same bits for any layout
-        dx, dgamma, dbeta = layer_norm_backward(dy, self.params["gamma"], x_hat, inv_std)
-        self.grads["gamma"] += dgamma
-        self.grads["beta"] += dbeta
+        # dgamma and dbeta are added into the layer's gradients
+        dx, _, _ = layer_norm_backward(dy, self.params["gamma"], x_hat, inv_std,
+                                       (self.grads["gamma"], self.grads["beta"]))
         return dx
 
 
@@ -97,8 +98,9 @@ def layer_norm_fast(x, gamma, beta, eps):
     return y, (x_hat, inv_std)
 
 
-def layer_norm_backward_reference(dy, gamma, x_hat, inv_std):
-    """(dx, dgamma, dbeta), from the cache of the forward."""
+def layer_norm_backward_reference(dy, gamma, x_hat, inv_std, grads=None):
+    """(dx, dgamma, dbeta), from the cache of the forward; given ``grads``,
+    the layer's (dgamma, dbeta) arrays, the two are added into them."""
     D = x_hat.shape[-1]
     dgamma = (dy * x_hat).reshape(-1, D).sum(axis=0)  # over every position
     dbeta = dy.reshape(-1, D).sum(axis=0)
@@ -106,10 +108,10 @@ def layer_norm_backward_reference(dy, gamma, x_hat, inv_std):
     mean_dx_hat = dx_hat.mean(axis=-1, keepdims=True)
     mean_dx_hat_x_hat = (dx_hat * x_hat).mean(axis=-1, keepdims=True)
     dx = (dx_hat - mean_dx_hat - x_hat * mean_dx_hat_x_hat) * inv_std
-    return dx, dgamma, dbeta
+    return dx, *add_into(grads, dgamma, dbeta)
 
 
-def layer_norm_backward_fast(dy, gamma, x_hat, inv_std):
+def layer_norm_backward_fast(dy, gamma, x_hat, inv_std, grads=None):
     """The reference's numbers, with dx built in place in one (..., D) array
     and the sums as matrix products (minitrans.ops.sums). Timed against the
     reference by ``python benchmarks/kernels.py``."""
@@ -122,25 +124,32 @@ def layer_norm_backward_fast(dy, gamma, x_hat, inv_std):
     correction += mean_dx_hat
     dx -= correction
     dx *= inv_std
-    return dx, dgamma, dbeta
+    return dx, *add_into(grads, dgamma, dbeta)
+
+
+def add_into(grads, *parts):
+    """Each part added into its array of ``grads``, in place, and ``grads``
+    returned; without ``grads`` (None), the parts themselves."""
+    if grads is None:
+        return parts
+    for total, part in zip(grads, parts):
+        total += part
+    return grads
 
 
 # ------------------------------------------- the device versions: fused kernels
-# Each sum over an axis is one reduction kernel; the element-wise work between
-# them is one fused kernel (minitrans.core.fusion): five launches forward and
-# six backward, where the reference takes a dozen and more.
-
-
-@fusion.fused("layer_norm_centred_squares")
-def centred_squares(x, mu):
-    """(x - mu)^2, whose mean over the last axis is the variance."""
-    return (x - mu) * (x - mu)
+# Each mean over the last axis is a fused reduction (minitrans.core.fusion):
+# the element-wise work before it and the little after it in the same
+# kernel. Three launches forward; backward three and one for each of the
+# two parameter gradients, each added into its array (core.products).
 
 
 @fusion.fused("layer_norm_inverse_std")
-def inverse_std(var, eps):
-    """1 / sqrt(var + eps), one number per position."""
-    return 1.0 / backend.get_xp().sqrt(var + eps)
+def inverse_std(x, mu, eps, inv_d):
+    """1 / sqrt(var + eps), (...,): var + eps = sum of ((x - mu)^2 + eps) / D
+    (eps goes in before the sum: after it only the sum itself may take part)."""
+    xp = backend.get_xp()
+    return 1.0 / xp.sqrt(xp.sum(((x - mu) * (x - mu) + eps) * inv_d, axis=-1))
 
 
 @fusion.fused("layer_norm_scale_shift")
@@ -151,37 +160,49 @@ def normalise_scale_shift(x, mu, inv_std, gamma, beta):
 
 
 def layer_norm_device(x, gamma, beta, eps):
-    """The reference's equations, as two means and three fused kernels."""
+    """The reference's equations in three kernels: the mean, 1 / std (one
+    reduction) and the scale and shift."""
     mu = x.mean(axis=-1, keepdims=True)
-    var = centred_squares(x, mu).mean(axis=-1, keepdims=True)
-    inv_std = inverse_std(var, eps)
+    inv_std = inverse_std(x, mu, eps, 1.0 / x.shape[-1])[..., None]  # (..., 1), a view
     y, x_hat = normalise_scale_shift(x, mu, inv_std, gamma, beta)
     return y, (x_hat, inv_std)
 
 
-@fusion.fused("norm_backward_products")
-def backward_products(dy, gamma, x_hat):
-    """dx_hat = dy * gamma; dx_hat * x_hat, whose mean dx needs; dy * x_hat,
-    whose sum over the positions is dgamma (RMSNorm's backward needs the same three)."""
-    dx_hat = dy * gamma
-    return dx_hat, dx_hat * x_hat, dy * x_hat
+@fusion.fused("norm_mean_dx_hat")
+def mean_dx_hat(dy, gamma, inv_d):
+    """mean(dx_hat) over the last axis, (...,), with dx_hat = dy * gamma."""
+    return backend.get_xp().sum(dy * gamma * inv_d, axis=-1)
+
+
+@fusion.fused("norm_mean_dx_hat_x_hat")
+def mean_dx_hat_x_hat(dy, gamma, x_hat, inv_d):
+    """mean(dx_hat * x_hat) over the last axis, (...,) (RMSNorm's backward needs it too)."""
+    return backend.get_xp().sum(dy * gamma * x_hat * inv_d, axis=-1)
 
 
 @fusion.fused("layer_norm_dx")
-def layer_norm_dx(dx_hat, mean_dx_hat, x_hat, mean_dx_hat_x_hat, inv_std):
-    """dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) / sqrt(var + eps)."""
-    return (dx_hat - mean_dx_hat - x_hat * mean_dx_hat_x_hat) * inv_std
+def layer_norm_dx(dy, gamma, x_hat, mean_dx_hat, mean_dx_hat_x_hat, inv_std):
+    """dx = (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat)) / sqrt(var + eps),
+    dx_hat = dy * gamma; and dy * x_hat, whose sum over the positions is dgamma."""
+    dx_hat = dy * gamma
+    return (dx_hat - mean_dx_hat - x_hat * mean_dx_hat_x_hat) * inv_std, dy * x_hat
 
 
-def layer_norm_backward_device(dy, gamma, x_hat, inv_std):
-    """The reference's equations, as two fused kernels and four reductions."""
+def layer_norm_backward_device(dy, gamma, x_hat, inv_std, grads=None):
+    """The reference's equations as two fused row means, one fused kernel for
+    dx, and a column sum added into each gradient."""
     D = x_hat.shape[-1]
-    dx_hat, dx_hat_x_hat, dy_x_hat = backward_products(dy, gamma, x_hat)
-    dgamma = dy_x_hat.reshape(-1, D).sum(axis=0)
-    dbeta = dy.reshape(-1, D).sum(axis=0)
-    dx = layer_norm_dx(dx_hat, dx_hat.mean(axis=-1, keepdims=True), x_hat,
-                       dx_hat_x_hat.mean(axis=-1, keepdims=True), inv_std)
+    dx, dy_x_hat = layer_norm_dx(dy, gamma, x_hat, mean_dx_hat(dy, gamma, 1.0 / D)[..., None],
+                                 mean_dx_hat_x_hat(dy, gamma, x_hat, 1.0 / D)[..., None], inv_std)
+    dgamma, dbeta = grads if grads is not None else (zeros_like(gamma), zeros_like(gamma))
+    add_column_sums(dgamma, dy_x_hat.reshape(-1, D))
+    add_column_sums(dbeta, dy.reshape(-1, D))
     return dx, dgamma, dbeta
+
+
+def zeros_like(a):
+    """Fresh gradients to add into, where the caller gives none."""
+    return backend.get_xp().zeros_like(a)
 
 
 layer_norm = kernels.pair(layer_norm_reference, layer_norm_fast, device=layer_norm_device)

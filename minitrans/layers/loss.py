@@ -4,7 +4,8 @@ import math
 
 from minitrans.core import backend, checks, kernels
 from minitrans.layers.loss_device import (
-    smoothed_cross_entropy_backward_device, smoothed_cross_entropy_device,
+    bad_value_count, smoothed_cross_entropy_backward_device, smoothed_cross_entropy_device,
+    token_weights_device,
 )
 from minitrans.layers.module import Module
 from minitrans.ops.softmax import log_softmax, log_softmax_backward
@@ -82,7 +83,7 @@ class LabelSmoothedCrossEntropy(Module):
         checks.check_array("logits", logits, min_ndim=1, floating=True)  # not ints, not complex
         checks.check_token_ids("targets", targets)
         checks.check_same_shape("targets", targets, logits.shape[:-1])
-        weights = self._weights(targets, logits.dtype)  # 1/count at real tokens, 0 at padding
+        weights = token_weights(targets, self.pad_id, logits.dtype)  # 1/count at real, 0 at pad
         # ids out of range are refused below, once the loss is known; until
         # then they must not index outside the logits
         in_range = backend.get_xp().clip(targets, 0, logits.shape[-1] - 1)
@@ -111,8 +112,11 @@ class LabelSmoothedCrossEntropy(Module):
         logit elsewhere is a probability of exactly 0, which the loss and
         its gradient take as they are (as PyTorch's cross-entropy does)."""
         xp = backend.get_xp()
-        bad_targets = (targets < 0) | (targets >= logits.shape[-1])
-        if bool(bad_targets.any() | ~xp.isfinite(loss)):
+        if backend.on_device():  # one fused kernel, where each operation is a launch
+            bad = bad_value_count(targets, logits.shape[-1], loss)
+        else:
+            bad = ((targets < 0) | (targets >= logits.shape[-1])).any() | ~xp.isfinite(loss)
+        if bool(bad):
             checks.check_token_ids("targets", targets, logits.shape[-1])
             checks.check_finite("logits", logits)
             checks.check_finite("loss", loss)  # not reached: the logits explain it
@@ -137,15 +141,22 @@ class LabelSmoothedCrossEntropy(Module):
             return int(targets.size)
         return int((targets != self.pad_id).sum())
 
-    def _weights(self, targets, dtype):
-        """1 / (number of non-padding targets) at each real target, 0 at padding."""
-        xp = backend.get_xp()
-        if self.pad_id is None:
-            real = xp.ones(targets.shape, dtype=dtype)
-        else:
-            real = (targets != self.pad_id).astype(dtype)
-        count = real.sum()
-        return real / xp.maximum(count, 1.0)
+
+def token_weights_reference(targets, pad_id, dtype):
+    """1 / (number of non-padding targets) at each real target, 0 at padding
+    (``pad_id`` None: every target is real)."""
+    xp = backend.get_xp()
+    if pad_id is None:
+        real = xp.ones(targets.shape, dtype=dtype)
+    else:
+        real = (targets != pad_id).astype(dtype)
+    count = real.sum()
+    return real / xp.maximum(count, 1.0)
+
+
+# a pair for its device version (layers/loss_device.py); the reference is fast on a CPU
+token_weights = kernels.pair(token_weights_reference, token_weights_reference,
+                             device=token_weights_device)
 
 
 def smoothed_targets(targets, vocab_size, eps, dtype=None):

@@ -11,8 +11,11 @@ With m = max_v logit_v and Z = sum_v exp(logit_v - m) for each row,
     dlogits = (exp(logit - m) / Z - q) * weight * dloss,
               q = (1 - eps) * [v = target] + eps / V
 
-Forward: three row reductions, a gather, two fused kernels and the sum of
-the loss; backward: one fused kernel (and the ids 0..V-1 it compares with).
+Forward: three row reductions, a gather, a fused kernel and a fused sum
+of the loss over the tokens; backward: one fused kernel (and the ids
+0..V-1 it compares with). The weights of the tokens, 1 / (number of real
+targets) at each real target, take two kernels: the count, a fused
+reduction, and the division.
 Each row is shifted by its maximum, as in the reference: on a GPU the
 fast version's test for a row that needs no shift would make the CPU wait.
 """
@@ -26,13 +29,15 @@ def shifted_exp(logits, row_max):
     return backend.get_xp().exp(logits - row_max)
 
 
-@fusion.fused("cross_entropy_per_token")
-def weighted_token_losses(total, row_max, target_logit, mean_logit, weights, eps):
-    """weight * loss_t, with -log p_v = log Z - (logit_v - m)."""
-    log_total = backend.get_xp().log(total)
+@fusion.fused("cross_entropy_loss")
+def weighted_loss(total, row_max, target_logit, mean_logit, weights, eps):
+    """sum over tokens of weight * loss_t, with -log p_v = log Z - (logit_v - m):
+    one reduction over every token (a 0-d array)."""
+    xp = backend.get_xp()
+    log_total = xp.log(total)
     target_term = log_total - (target_logit - row_max)  # -log p_target
     mean_term = log_total - (mean_logit - row_max)  # mean_v(-log p_v)
-    return weights * ((1.0 - eps) * target_term + eps * mean_term)
+    return xp.sum(weights * ((1.0 - eps) * target_term + eps * mean_term))
 
 
 def smoothed_cross_entropy_device(logits, targets, weights, eps, exps_buffer=None):
@@ -45,9 +50,8 @@ def smoothed_cross_entropy_device(logits, targets, weights, eps, exps_buffer=Non
     target_logit = xp.take_along_axis(logits, targets[..., None], axis=-1)
     # without smoothing the mean is not needed: a pass over (..., V) saved
     mean_logit = logits.mean(axis=-1, keepdims=True) if eps else 0.0
-    per_token = weighted_token_losses(total, row_max, target_logit, mean_logit,
-                                      weights[..., None], eps)
-    return xp.asarray(per_token.sum()), exps, total
+    loss = weighted_loss(total, row_max, target_logit, mean_logit, weights[..., None], eps)
+    return xp.asarray(loss), exps, total
 
 
 @fusion.fused("cross_entropy_backward")
@@ -65,3 +69,44 @@ def smoothed_cross_entropy_backward_device(dloss, exps, total, targets, weights,
     ids = backend.get_xp().arange(vocab_size)  # v, to compare with each row's target
     return smoothed_cross_entropy_gradient(exps, total, ids, targets[..., None],
                                            weights[..., None], dloss, eps, eps / vocab_size)
+
+
+# ------------------------------------------------ the weights of the tokens
+
+
+@fusion.fused("cross_entropy_real_count")
+def real_count(targets, pad_id):
+    """How many targets are not ``pad_id``, at least 1 (a 0-d integer array)."""
+    xp = backend.get_xp()
+    return xp.maximum(xp.sum(targets != pad_id), 1)
+
+
+_weight_kernels = {}  # dtype name -> the fused division, which casts to that dtype
+
+
+def real_weights(dtype):
+    """The fused kernel (targets, pad_id, count) -> 1 / count at each real target,
+    0 at padding, in ``dtype``: a kernel casts to a dtype written in its body."""
+    name = backend.get_xp().dtype(dtype).name
+    if name not in _weight_kernels:
+        def weights(targets, pad_id, count):
+            return (targets != pad_id).astype(name) / count.astype(name)
+        weights.__doc__ = f"1 / count at each target that is not pad_id, 0 elsewhere, {name}."
+        _weight_kernels[name] = fusion.fused(f"cross_entropy_weights_{name}")(weights)
+    return _weight_kernels[name]
+
+
+def token_weights_device(targets, pad_id, dtype):
+    """The reference's weights in two kernels: the count and the division
+    (one filling kernel without padding)."""
+    if pad_id is None:
+        return backend.get_xp().full(targets.shape, 1.0 / max(targets.size, 1), dtype=dtype)
+    return real_weights(dtype)(targets, pad_id, real_count(targets, pad_id))
+
+
+@fusion.fused("cross_entropy_bad_values")
+def bad_value_count(targets, vocab_size, loss):
+    """How many targets lie outside [0, V), or every target where the loss is
+    not finite: 0 when all is well (a 0-d integer array)."""
+    xp = backend.get_xp()
+    return xp.sum((targets < 0) | (targets >= vocab_size) | ~xp.isfinite(loss))

@@ -136,13 +136,12 @@ class MultiHeadAttention(Module):
             with checks.inputs_checked():  # gradients made here: no pass to check them
                 dQ = self.rotary.rotate(dQ, offset, inverse=True)
                 dK = self.rotary.rotate(dK, offset, inverse=True)
-        dx = self.W_Q.backward(self.merge_heads(dQ))  # (B, T_q, d_model)
         dmemory = self.W_K.backward(self.merge_heads(dK))  # (B, T_k, d_model)
-        dmemory += self.W_V.backward(self.merge_heads(dV))
-        if is_self_attention:
-            dx += dmemory  # x was the queries, the keys and the values
-            return dx
-        return dx, dmemory
+        self.W_V.backward(self.merge_heads(dV), add_to=dmemory)  # dmemory += dV W_V^T
+        if is_self_attention:  # x was the queries, the keys and the values:
+            # dx = dQ W_Q^T + dmemory, added into dmemory (a sum of two, in either order)
+            return self.W_Q.backward(self.merge_heads(dQ), add_to=dmemory)
+        return self.W_Q.backward(self.merge_heads(dQ)), dmemory  # (B, T_q, d_model)
 
     def repeat_kv(self, heads):
         """(B, kv_heads, T, d_k) -> (B, h, T, d_k): each key/value head

@@ -3,7 +3,7 @@
 from minitrans.core import backend, checks
 from minitrans.layers import init
 from minitrans.layers.embedding import Embedding
-from minitrans.layers.linear import affine_backward, affine_forward
+from minitrans.layers.linear import add_affine_grads, affine_forward
 from minitrans.layers.module import Module
 
 
@@ -11,7 +11,7 @@ class OutputProjection(Module):
     """logits = y W + b, one score per vocabulary entry at each position.
 
     A linear layer, computed by the same ``affine_forward`` and
-    ``affine_backward`` as ``Linear``. It is not a ``Linear`` child because
+    ``add_affine_grads`` as ``Linear``. It is not a ``Linear`` child because
     its weight may be borrowed: with ``tied_to=embedding`` the weight is the
     embedding table transposed, W = W_E^T (paper §3.4: "we share the same
     weight matrix between the two embedding layers and the pre-softmax linear
@@ -68,11 +68,9 @@ class OutputProjection(Module):
         y_2d, y_shape = self.saved()
         checks.check_same_shape("dlogits", dlogits, (*y_shape[:-1], self.vocab_size))
         dlogits_2d = dlogits.reshape(-1, self.vocab_size)
-        dy, dW, db = affine_backward(y_2d, self.W, dlogits_2d, bias="b" in self.params)
         if self._tied_to is None:
-            self.grads["W"] += dW
-        else:
-            self._tied_to.owner.grads["W_E"] += dW.T  # W = W_E^T, so dW_E = dW^T
-        if db is not None:
-            self.grads["b"] += db
-        return dy.reshape(y_shape)
+            grad_W = self.grads["W"]
+        else:  # W = W_E^T, so dW adds into dW_E^T, a view of the embedding's gradient
+            grad_W = self._tied_to.owner.grads["W_E"].T
+        add_affine_grads(grad_W, self.grads.get("b"), y_2d, dlogits_2d)  # dW, db
+        return (dlogits_2d @ self.W.T).reshape(y_shape)  # dy = dlogits W^T

@@ -2,8 +2,9 @@
 Llama and most language models after it."""
 
 from minitrans.core import backend, checks, fusion, kernels
+from minitrans.core.products import add_column_sums
 from minitrans.layers import init
-from minitrans.layers.layernorm import backward_products  # dx_hat = dy * g, and two products
+from minitrans.layers.layernorm import add_into, mean_dx_hat_x_hat, zeros_like
 from minitrans.layers.module import Module
 from minitrans.ops.sums import dot_last_fast, dot_leading_fast
 
@@ -70,8 +71,7 @@ class RMSNorm(Module):
         x_hat, inv_rms = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
         dy = backend.get_xp().ascontiguousarray(dy)  # as x in forward
-        dx, dg = rms_norm_backward(dy, self.params["g"], x_hat, inv_rms)
-        self.grads["g"] += dg
+        dx, _ = rms_norm_backward(dy, self.params["g"], x_hat, inv_rms, (self.grads["g"],))
         return dx
 
 
@@ -96,16 +96,17 @@ def rms_norm_fast(x, g, eps):
     return x_hat * g, (x_hat, inv_rms)
 
 
-def rms_norm_backward_reference(dy, g, x_hat, inv_rms):
-    """(dx, dg), from the cache of the forward."""
+def rms_norm_backward_reference(dy, g, x_hat, inv_rms, grads=None):
+    """(dx, dg), from the cache of the forward; given ``grads``, (the layer's
+    dg array,), dg is added into it."""
     D = x_hat.shape[-1]
     dg = (dy * x_hat).reshape(-1, D).sum(axis=0)  # over every position
     dx_hat = dy * g
     mean_dx_hat_x_hat = (dx_hat * x_hat).mean(axis=-1, keepdims=True)  # (..., 1)
-    return (dx_hat - x_hat * mean_dx_hat_x_hat) * inv_rms, dg
+    return (dx_hat - x_hat * mean_dx_hat_x_hat) * inv_rms, *add_into(grads, dg)
 
 
-def rms_norm_backward_fast(dy, g, x_hat, inv_rms):
+def rms_norm_backward_fast(dy, g, x_hat, inv_rms, grads=None):
     """The reference's numbers, with dx built in place in one (..., D) array
     and the sums as matrix products (minitrans.ops.sums). Timed against the
     reference by ``python benchmarks/kernels.py``."""
@@ -114,24 +115,21 @@ def rms_norm_backward_fast(dy, g, x_hat, inv_rms):
     mean_dx_hat_x_hat = dot_last_fast(dx, x_hat) * (1.0 / x_hat.shape[-1])
     dx -= x_hat * mean_dx_hat_x_hat
     dx *= inv_rms
-    return dx, dg
+    return dx, *add_into(grads, dg)
 
 
 # ------------------------------------------- the device versions: fused kernels
-# Each mean over the last axis is one reduction kernel, the element-wise work
-# between them one fused kernel: four launches forward, four backward.
-
-
-@fusion.fused("rms_norm_squares")
-def squares(x):
-    """x^2, whose mean over the last axis is rms^2 - eps."""
-    return x * x
+# The mean over the last axis is a fused reduction (minitrans.core.fusion),
+# with the element-wise work around it in the same kernel: two launches
+# forward; backward two and one more for dg, added into its array.
 
 
 @fusion.fused("rms_norm_inverse_rms")
-def inverse_rms(mean_square, eps):
-    """1 / rms = 1 / sqrt(mean(x^2) + eps), one number per position."""
-    return 1.0 / backend.get_xp().sqrt(mean_square + eps)
+def inverse_rms(x, eps, inv_d):
+    """1 / rms, (...,): mean(x^2) + eps = sum of (x^2 + eps) / D (eps goes in
+    before the sum: after it only the sum itself may take part)."""
+    xp = backend.get_xp()
+    return 1.0 / xp.sqrt(xp.sum((x * x + eps) * inv_d, axis=-1))
 
 
 @fusion.fused("rms_norm_scale")
@@ -142,23 +140,27 @@ def normalise_scale(x, inv_rms, g):
 
 
 def rms_norm_device(x, g, eps):
-    """The reference's equations, as one mean and three fused kernels."""
-    inv_rms = inverse_rms(squares(x).mean(axis=-1, keepdims=True), eps)
+    """The reference's equations in two kernels: 1 / rms (one reduction) and the scale."""
+    inv_rms = inverse_rms(x, eps, 1.0 / x.shape[-1])[..., None]  # (..., 1), a view
     y, x_hat = normalise_scale(x, inv_rms, g)
     return y, (x_hat, inv_rms)
 
 
 @fusion.fused("rms_norm_dx")
-def rms_norm_dx(dx_hat, x_hat, mean_dx_hat_x_hat, inv_rms):
-    """dx = (dx_hat - x_hat * mean(dx_hat * x_hat)) / rms."""
-    return (dx_hat - x_hat * mean_dx_hat_x_hat) * inv_rms
+def rms_norm_dx(dy, g, x_hat, mean_dx_hat_x_hat, inv_rms):
+    """dx = (dx_hat - x_hat * mean(dx_hat * x_hat)) / rms, dx_hat = dy * g; and
+    dy * x_hat, whose sum over the positions is dg."""
+    return (dy * g - x_hat * mean_dx_hat_x_hat) * inv_rms, dy * x_hat
 
 
-def rms_norm_backward_device(dy, g, x_hat, inv_rms):
-    """The reference's equations, as two fused kernels and two reductions."""
-    dx_hat, dx_hat_x_hat, dy_x_hat = backward_products(dy, g, x_hat)
-    dg = dy_x_hat.reshape(-1, x_hat.shape[-1]).sum(axis=0)
-    dx = rms_norm_dx(dx_hat, x_hat, dx_hat_x_hat.mean(axis=-1, keepdims=True), inv_rms)
+def rms_norm_backward_device(dy, g, x_hat, inv_rms, grads=None):
+    """The reference's equations as a fused row mean, one fused kernel for dx,
+    and a column sum added into dg."""
+    D = x_hat.shape[-1]
+    dx, dy_x_hat = rms_norm_dx(dy, g, x_hat, mean_dx_hat_x_hat(dy, g, x_hat, 1.0 / D)[..., None],
+                               inv_rms)
+    (dg,) = grads if grads is not None else (zeros_like(g),)
+    add_column_sums(dg, dy_x_hat.reshape(-1, D))
     return dx, dg
 
 

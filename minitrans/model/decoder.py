@@ -148,8 +148,9 @@ class Decoder(Module):
             for layer in reversed(self.layers):
                 dy = layer.backward(dy)
             return dy
-        dmemory = 0.0
+        dmemory = None
         for layer in reversed(self.layers):
             dy, dmemory_layer = layer.backward(dy)
-            dmemory = dmemory + dmemory_layer  # memory feeds every layer
+            # memory feeds every layer: the sum of their gradients (the first one as it is)
+            dmemory = dmemory_layer if dmemory is None else dmemory + dmemory_layer
         return dy, dmemory

@@ -16,9 +16,16 @@ of the caller's numbers (seed, step, ...), so every (seed, step, layer)
 gets its own stream, and two streams overlap only if their keys happen to
 differ by a multiple of G smaller than their length: odds of about
 length / 2^64.
+
+A fused kernel on a device cannot count along its elements, so the element
+numbers come in as an array, ``element_indices(shape)``, and
+``random_uint16_at`` hashes each element from its own number: the same bits
+as ``random_uint16``, one element at a time, in a body ``cupy.fuse`` runs as
+one kernel.
 """
 
 import math
+import threading
 
 from minitrans.core import backend
 
@@ -84,3 +91,49 @@ def random_uint16(key, shape):
     count = math.prod(shape)
     return random_uint64(key, -(-count // 4)).view(xp.uint16)[:count].reshape(shape)
 
+
+def random_uint16_at(index, key):
+    """Element j of ``random_uint16(key, ...)``, for each j in ``index`` (a
+    uint64 array of element numbers, any shape), as uint64 in [0, 65536).
+
+    ``random_uint16`` reads x_i as four uint16, lowest bits first (NumPy's
+    and CuPy's byte order): element j is bits 16 (j mod 4) ... of x_{j // 4}.
+    Element-wise, with no in-place step and every constant a uint64, so that
+    NumPy, the strict backend and ``cupy.fuse`` all compute it mod 2^64.
+    """
+    xp = backend.get_xp()
+    i = index >> xp.uint64(2)  # j // 4: the hash that holds element j
+    shift = (index & xp.uint64(3)) << xp.uint64(4)  # 16 (j mod 4)
+    with backend.overflow_ignored():  # NumPy warns of the wrap-around for a 0-d index
+        z = (i + xp.uint64(1)) * xp.uint64(GOLDEN_GAMMA) + key
+        return (mixed(z) >> shift) & xp.uint64(0xFFFF)
+
+
+def mixed(z):
+    """SplitMix64's finaliser as a new array: ``_mix`` without the in-place
+    steps, for a fused body."""
+    xp = backend.get_xp()
+    (a, b, c), (m1, m2) = MIX_SHIFTS, MIX_MULTIPLIERS
+    z = (z ^ (z >> xp.uint64(a))) * xp.uint64(m1)
+    z = (z ^ (z >> xp.uint64(b))) * xp.uint64(m2)
+    return z ^ (z >> xp.uint64(c))
+
+
+# One counter 0, 1, 2, ... per backend, the longest asked for so far: every
+# shape's element numbers are a view of its start. Made once (one launch),
+# and again only when a longer one is needed.
+_counters = {}
+_counters_lock = threading.Lock()  # DataParallel's workers draw masks on threads
+
+
+def element_indices(shape):
+    """0, 1, ..., n - 1 as uint64 in ``shape`` (n its size): a view of the
+    backend's kept counter, so that no launch fills it once it exists."""
+    xp = backend.get_xp()
+    count = math.prod(shape)
+    with _counters_lock:
+        counter = _counters.get(backend.backend_name())
+        if counter is None or counter.size < count:
+            counter = xp.arange(max(count, 1), dtype=xp.uint64)
+            _counters[backend.backend_name()] = counter
+    return counter[:count].reshape(shape)

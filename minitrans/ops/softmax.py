@@ -175,39 +175,50 @@ def attention_softmax_backward_fast(P, dP, scale=1.0):
 
 
 # ------------------------------------------- the device versions: fused kernels
-# Each row's maximum and sum is one reduction kernel; the element-wise work
-# between them is one fused kernel, the scale folded in: five launches
-# forward (four without a mask) and three backward, where the fast versions
-# take about a dozen and four on a device.
+# Each row's maximum and sum is a fused reduction (minitrans.core.fusion),
+# the masking, scaling and exponentials inside it: three launches forward,
+# the last recomputing the exponentials rather than keeping them, and two
+# backward. ``kept`` is the mask, or True (keep everything) without one.
 
 
-@fusion.fused("softmax_mask")
-def masked_scores(z, mask):
-    """z where the mask keeps it, -inf elsewhere: exp(-inf) = 0 drops it out."""
-    return backend.get_xp().where(mask, z, -backend.get_xp().inf)
-
-
-@fusion.fused("softmax_exp")
-def shifted_exp(z, row_max, scale):
-    """exp(scale * z - scale * max z), with a row's shift 0 where every entry
-    is masked (max -inf). For scale > 0, scale * max z is the largest of the
-    scaled scores, to the last bit: rounding keeps the order of numbers."""
+@fusion.fused("softmax_row_max")
+def row_max(z, kept, scale):
+    """The shift of each row, (...,): the largest kept scaled score, or 0 where
+    nothing is kept (max -inf), as ``_row_max`` gives the reference."""
     xp = backend.get_xp()
-    return xp.exp(scale * z - scale * xp.where(xp.isfinite(row_max), row_max, 0.0))
+    largest = xp.max(xp.where(kept, z * scale, -xp.inf), axis=-1)
+    return xp.where(xp.isfinite(largest), largest, 0.0)
+
+
+@fusion.fused("softmax_row_total")
+def row_total(z, kept, scale, shift):
+    """Each row's sum of exp(scale * z - shift) over the kept entries (exp(-inf)
+    = 0 drops the rest), (...,); 1 where it is 0 (nothing kept), so that such
+    a row divides 0 by 1 into zeros."""
+    xp = backend.get_xp()
+    total = xp.sum(xp.exp(xp.where(kept, z * scale, -xp.inf) - shift), axis=-1)
+    return xp.where(total > 0.0, total, 1.0)
 
 
 @fusion.fused("softmax_normalise")
-def normalised(e, total):
-    """e / sum e, and a row of zeros where the sum is 0 (every entry masked)."""
-    return e / backend.get_xp().where(total > 0, total, 1.0)
+def normalised(z, kept, scale, shift, total):
+    """P = exp(scale * z - shift) / total, 0 where not kept."""
+    xp = backend.get_xp()
+    return xp.exp(xp.where(kept, z * scale, -xp.inf) - shift) / total
 
 
 def attention_softmax_device(scores, mask=None, scale=1.0):
-    """The reference's softmax as two row reductions and two or three fused
-    kernels; on a GPU each row's own maximum costs no more than a shared one."""
-    z = scores if mask is None else masked_scores(scores, mask)
-    e = shifted_exp(z, z.max(axis=-1, keepdims=True), scale)
-    return normalised(e, e.sum(axis=-1, keepdims=True))
+    """The reference's softmax as two fused row reductions and one fused kernel."""
+    kept = True if mask is None else mask
+    shift = row_max(scores, kept, scale)[..., None]  # (..., 1), a view
+    total = row_total(scores, kept, scale, shift)[..., None]
+    return normalised(scores, kept, scale, shift, total)
+
+
+@fusion.fused("softmax_backward_row_sums")
+def row_sums_of_products(P, dP):
+    """rowsum(dP * P), (...,)."""
+    return backend.get_xp().sum(dP * P, axis=-1)
 
 
 @fusion.fused("softmax_backward")
@@ -217,9 +228,8 @@ def scaled_softmax_backward(P, dP, row_sums, scale):
 
 
 def attention_softmax_backward_device(P, dP, scale=1.0):
-    """The reference's dS as one product, one row sum and one fused kernel."""
-    row_sums = (dP * P).sum(axis=-1, keepdims=True)
-    return scaled_softmax_backward(P, dP, row_sums, scale)
+    """The reference's dS as one fused row sum and one fused kernel."""
+    return scaled_softmax_backward(P, dP, row_sums_of_products(P, dP)[..., None], scale)
 
 
 attention_softmax = kernels.pair(attention_softmax_reference, attention_softmax_fast,

@@ -260,6 +260,20 @@ random, linalg, ndarray = numpy.random, numpy.linalg, numpy.ndarray
 def fuse(kernel_name=None):  # cupy.fuse compiles a kernel; here the body runs as it is
     return lambda body: body
 """
+# Its cupy.cublas: gemm and gemv as CuPy documents them (out = alpha op(a) op(b) + beta out)
+COMPUTING_CUBLAS = """\
+def _op(trans, a):
+    return a if trans == "N" else a.T
+
+
+def gemm(transa, transb, a, b, out=None, alpha=1.0, beta=0.0):
+    out[...] = alpha * (_op(transa, a) @ _op(transb, b)) + beta * out
+    return out
+
+
+def gemv(transa, alpha, a, x, beta, y):
+    y[...] = alpha * (_op(transa, a) @ x) + beta * y
+"""
 
 
 def stand_in_cupy(folder, package="cupy-cuda13x", runtime=13020, driver=0,
@@ -269,6 +283,8 @@ def stand_in_cupy(folder, package="cupy-cuda13x", runtime=13020, driver=0,
     (folder / "cupy" / "__init__.py").write_text(
         (COMPUTING_CUPY if computes else "") + '__version__ = "14.2.0"\nfrom cupy import cuda\n')
     (folder / "cupy" / "cuda" / "__init__.py").write_text("from cupy.cuda import runtime\n")
+    if computes:
+        (folder / "cupy" / "cublas.py").write_text(COMPUTING_CUBLAS)
     (folder / "cupy" / "cuda" / "runtime.py").write_text(
         RUNTIME_MODULE + f"\nRUNTIME, DRIVER, STATUS = {runtime}, {driver}, {status}\n"
         f"DEVICES = {list(devices)!r}\n")

@@ -6,6 +6,8 @@ import pytest
 
 import minitrans
 from minitrans import Dropout
+from minitrans.layers import dropout
+from minitrans.ops.random_bits import stream_key
 from tests.library.conftest import assert_gradcheck, assert_names
 
 
@@ -124,3 +126,18 @@ def test_p_just_below_one_drops_nearly_everything_without_overflow(backend_name)
     """The mask compares 16-bit draws with p * 65536, rounded and kept below 65536."""
     y = minitrans.to_numpy(Dropout(0.999999, rng=0)(ones(100_000)))
     assert (y == 0).mean() > 0.999
+
+
+@pytest.mark.parametrize("kernel_set", ["fast", "reference"])
+def test_forward_keeps_the_mask_of_the_active_kernel_set(backend_name, randn, kernel_set):
+    """On every backend: a device draws the fast masks in its one kernel,
+    and the reference set still draws the reference masks."""
+    layer, x = Dropout(0.3, rng=2), randn(5, 9)
+    with minitrans.using(kernels=kernel_set):
+        for added in (False, True):
+            layer.reset_rng()
+            layer.forward_added(x, x) if added else layer(x)
+            keep, _ = layer.saved()
+            draw = getattr(dropout.dropout_keep_mask, kernel_set)
+            want = minitrans.to_numpy(draw(stream_key(layer.seed, 0, 0), (5, 9), 0.3))
+            np.testing.assert_array_equal(minitrans.to_numpy(keep), want)

@@ -152,3 +152,36 @@ def test_flat_add_at_refuses_a_strided_table():
     table = np.zeros((2 * ONE_HOT_VOCAB + 4, 4), np.float32)[::2]  # reshape would copy
     with pytest.raises(ValueError, match="table: expected a C-contiguous array"):
         add_rows_at.fast(table, np.array([0, 1]), np.ones((2, 4), dtype=np.float32))
+
+
+def test_the_numpy_fast_set_adds_the_scaled_rows_as_before(randn):
+    """On NumPy the backward is the fast one-hot product of the rows scaled
+    first, bit for bit: the scale moved into the kernel changes no number."""
+    from minitrans.layers.embedding import add_rows_at
+
+    layer = minitrans.Embedding(11, 6, rng=0)
+    ids = np.random.default_rng(0).integers(0, 11, size=(4, 9))
+    layer.forward(ids)
+    dy = randn(4, 9, 6)
+    layer.backward(dy)
+    expected = np.zeros((11, 6), dtype=np.float32)
+    add_rows_at.fast(expected, ids.reshape(-1), dy.reshape(-1, 6) * 6**0.5, 1.0)
+    np.testing.assert_array_equal(layer.grads["W_E"], expected)
+
+
+@pytest.mark.parametrize("vocab_size, launches", [(11, ["gather", "fused add_product"]),
+                                                  (70, ["multiply", "add.at"])])
+def test_backward_is_two_launches_on_a_device(randn, vocab_size, launches):
+    """A small vocabulary: the one-hot rows picked from sqrt(d_model) * I, and
+    their product added into the table. Above ONE_HOT_VOCAB: the scaled
+    rows, and add.at."""
+    from minitrans.core.launches import count_launches
+
+    with minitrans.using("strict", dtype="float32"):
+        layer = minitrans.Embedding(vocab_size, 6, rng=0)
+        layer.forward(minitrans.to_device(np.array([[1, 4, 4], [4, 2, 1]])))
+        dy = randn(2, 3, 6)
+        layer.backward(dy)  # makes the scaled identity once
+        with count_launches() as counted:
+            layer.backward(dy)
+    assert counted.places == launches

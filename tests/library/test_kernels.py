@@ -107,6 +107,23 @@ def _loss_backward(k, d, shape, vocab_size, dloss, eps=0.1):
     return (k(dloss, exps, total, targets, weights, eps),)
 
 
+# -- helper D's cases: gradients added into, and the loss's token weights
+def _norm_backward_into(k, d, shape, count):
+    """A norm's backward adding its ``count`` parameter gradients into arrays
+    that hold some already (as a layer's do after another use)."""
+    dy, gamma = d.normal(*shape), d.normal(shape[-1])
+    cache = (layernorm.layer_norm.reference(d.normal(*shape), gamma, d.normal(shape[-1]), 1e-5)
+             if count == 2 else rmsnorm.rms_norm.reference(d.normal(*shape), gamma, 1e-5))[1]
+    grads = tuple(d.normal(shape[-1]) for _ in range(count))
+    dx = k(dy, gamma, *cache, grads)[0]
+    return (dx, *grads)
+
+
+def _token_weights(k, d, shape, pad_id, high=4):
+    """Targets in [0, high): with pad_id 0, about a quarter of them padding."""
+    return (k(d.ids(high, *shape), pad_id, backend.get_dtype()),)
+
+
 def _rotate_pairs(k, d, shape, inverse=False, heads_view=False):
     """Rotary positions on x (B, h, T, d_k): a fresh array, or (``heads_view``)
     the (B, T, h, d_k) view that split_heads gives attention."""
@@ -154,10 +171,19 @@ def _rms_norm_backward(k, d, shape):
     return k(d.normal(*shape), g, x_hat, inv_rms)
 
 
-def _add_rows(k, d, vocab_size, count):
+def _add_rows(k, d, vocab_size, count, *scale):
     table = d.normal(vocab_size, 6)
-    k(table, d.ids(vocab_size, count), d.normal(count, 6))  # many repeated ids
+    k(table, d.ids(vocab_size, count), d.normal(count, 6), *scale)  # many repeated ids
     return (table,)
+
+
+def _affine_grads(k, d, rows, bias=True, tied=False):
+    """grad_W (4, 6) and grad_b (6,) after a layer's gradients are added into
+    them; ``tied``: grad_W a transposed view, as the tied output projection's."""
+    grad_W = d.normal(6, 4).T if tied else d.normal(4, 6)
+    grad_b = d.normal(6) if bias else None
+    k(grad_W, grad_b, d.normal(rows, 4), d.normal(rows, 6))
+    return (grad_W, grad_b) if bias else (grad_W,)
 
 
 def _adam(k, d, t, weight_decay):
@@ -234,10 +260,12 @@ CASES = {
     "layer_norm": [lambda k, d: _layer_norm(k, d, (3, 5, 16)),
                    lambda k, d: _layer_norm(k, d, (1, 1, 8))],
     "layer_norm_backward": [lambda k, d: _layer_norm_backward(k, d, (3, 5, 16)),
-                            lambda k, d: _layer_norm_backward(k, d, (1, 1, 8))],
+                            lambda k, d: _layer_norm_backward(k, d, (1, 1, 8)),
+                            lambda k, d: _norm_backward_into(k, d, (3, 5, 16), 2)],
     "rms_norm": [lambda k, d: _rms_norm(k, d, (3, 5, 16)), lambda k, d: _rms_norm(k, d, (1, 1, 8))],
     "rms_norm_backward": [lambda k, d: _rms_norm_backward(k, d, (3, 5, 16)),
-                          lambda k, d: _rms_norm_backward(k, d, (1, 1, 8))],
+                          lambda k, d: _rms_norm_backward(k, d, (1, 1, 8)),
+                          lambda k, d: _norm_backward_into(k, d, (3, 5, 16), 1)],
     "smoothed_cross_entropy": [
         lambda k, d: _loss(k, d, (3, 5), 11, 3.0),  # padding targets
         lambda k, d: _loss(k, d, (2, 4), 70, 1e3),  # large logits: no NaN
@@ -252,8 +280,17 @@ CASES = {
         lambda k, d: _loss_backward(k, d, (1, 2), 70, 0.5),
         lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0, eps=0.0),
     ],
+    # -- helper D's cases
+    "token_weights": [lambda k, d: _token_weights(k, d, (3, 5), 0),
+                      lambda k, d: _token_weights(k, d, (2, 7), None),
+                      lambda k, d: _token_weights(k, d, (1, 1), 0, high=1)],  # all padding
     "add_rows_at": [lambda k, d: _add_rows(k, d, 11, 40),  # one-hot product
-                    lambda k, d: _add_rows(k, d, 100, 300)],  # flat add.at
+                    lambda k, d: _add_rows(k, d, 100, 300),  # flat add.at
+                    lambda k, d: _add_rows(k, d, 11, 40, 8.0),  # scaled, as Embedding's
+                    lambda k, d: _add_rows(k, d, 100, 300, 0.3)],
+    "add_affine_grads": [lambda k, d: _affine_grads(k, d, 15),
+                         lambda k, d: _affine_grads(k, d, 1, bias=False),
+                         lambda k, d: _affine_grads(k, d, 15, tied=True)],
     "dropout_scale": [lambda k, d: _dropout(k, d, (3, 5, 8)), lambda k, d: _dropout(k, d, (1,))],
     "residual_dropout": [lambda k, d: _dropout(k, d, (3, 5, 8), residual=True),
                          lambda k, d: _dropout(k, d, (1,), residual=True)],
@@ -269,6 +306,24 @@ CASES = {
     "swiglu_gate_backward": [lambda k, d: _swiglu_gate_backward(k, d, (3, 5, 16))],
     "adam_update": [lambda k, d: _adam(k, d, 1, 0.0), lambda k, d: _adam(k, d, 7, 0.01)],
 }
+
+
+# -- dropout's draw and apply (layers/dropout.py dropout_forward): its device
+# version is the fast set's masks, so the cases run the fast set's kernels
+def _draw_and_dropout(k, d, shape, residual=False):
+    """(y, m as float64) for a mask of stream 5 at p = 0.3, on the fast set."""
+    arrays = (d.normal(*shape),) if residual else ()
+    with minitrans.using(kernels="fast"):
+        y, keep = k(*arrays, d.normal(*shape), stream_key(5), 0.3)
+    return y, minitrans.to_numpy(keep).astype(np.float64)
+
+
+CASES.update({
+    "dropout_forward": [lambda k, d: _draw_and_dropout(k, d, (3, 5, 8)),
+                        lambda k, d: _draw_and_dropout(k, d, (7,))],  # not a multiple of 4
+    "residual_dropout_forward": [lambda k, d: _draw_and_dropout(k, d, (3, 5, 8), True),
+                                 lambda k, d: _draw_and_dropout(k, d, (2, 3, 3), True)],
+})
 SAME_DISTRIBUTION_ONLY = {"dropout_keep_mask"}  # different masks for a seed, by design
 # the pairs with a third version, fused for a device (minitrans.core.fusion)
 DEVICE_PAIRS = sorted(name for name, pair in kernels.PAIRS.items() if pair.device is not None)

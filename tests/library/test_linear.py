@@ -89,3 +89,66 @@ def test_wrong_upstream_shape_names_dy(backend_name, randn):
     with pytest.raises(ValueError) as info:
         layer.backward(randn(2, 4))
     assert_names(info, "dy")
+
+
+def test_the_numpy_fast_set_adds_exactly_the_gradients_of_affine_backward(randn):
+    """On NumPy the layer adds the very arrays ``affine_backward`` computes
+    (the bias's column sums as the fast set's product with ones), bit for bit."""
+    from minitrans.layers.linear import affine_backward
+
+    layer = Linear(8, 6, rng=0)
+    x, dy = randn(5, 13, 8), randn(5, 13, 6)
+    layer(x)
+    dx = layer.backward(dy)
+    want_dx, want_dW, want_db = affine_backward(x.reshape(-1, 8), layer.params["W"],
+                                                dy.reshape(-1, 6))
+    for got, want in [(dx.reshape(-1, 8), want_dx), (layer.grads["W"], want_dW),
+                      (layer.grads["b"], want_db)]:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_backward_adds_dx_into_add_to(backend_name, randn):
+    """``add_to=g``: g += dx, in place, and g is returned; the gradients of the
+    parameters are added as without it."""
+    layer = Linear(4, 3, rng=0)
+    x, dy, g = randn(2, 5, 4), randn(2, 5, 3), randn(2, 5, 4)
+    layer(x)
+    dx = minitrans.to_numpy(layer.backward(dy))
+    once = {name: minitrans.to_numpy(value).copy() for name, value in layer.grads.items()}
+    g_before = minitrans.to_numpy(g).copy()
+    layer(x)
+    assert layer.backward(dy, add_to=g) is g
+    np.testing.assert_allclose(minitrans.to_numpy(g), g_before + dx, rtol=1e-6, atol=1e-6)
+    for name, value in layer.grads.items():
+        np.testing.assert_allclose(minitrans.to_numpy(value), 2 * once[name], rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [lambda randn: randn(2, 5, 3),  # the shape of dy, not of x
+                                  lambda randn: randn(2, 10, 4)[:, ::2]],  # reshape would copy
+                         ids=["wrong_shape", "strided"])
+def test_an_add_to_it_cannot_add_into_is_refused_by_name(backend_name, randn, make):
+    layer = Linear(4, 3, rng=0)
+    layer(randn(2, 5, 4))
+    with pytest.raises(ValueError) as info:
+        layer.backward(randn(2, 5, 3), add_to=make(randn))
+    assert_names(info, "add_to")
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_backward_is_one_launch_per_gradient_on_a_device(randn, bias):
+    """dW and db are each added inside their product (one launch apiece), dx is
+    one product, or one more product added into ``add_to``."""
+    from minitrans.core.launches import count_launches
+
+    with minitrans.using("strict", dtype="float32"):
+        layer = Linear(4, 3, bias=bias, rng=0)
+        x, dy, g = randn(2, 5, 4), randn(2, 5, 3), randn(2, 5, 4)
+        layer(x)
+        with count_launches() as fresh:
+            layer.backward(dy)
+        layer(x)
+        with count_launches() as added:
+            layer.backward(dy, add_to=g)
+    grads = ["fused add_product"] + (["fused add_column_sums"] if bias else [])
+    assert fresh.places == grads + ["matmul"]
+    assert added.places == grads + ["fused add_product"]

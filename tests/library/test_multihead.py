@@ -129,6 +129,24 @@ def test_cross_attention_backward_returns_dx_and_dmemory(backend_name, randn):
     assert tuple(dmemory.shape) == (B, T_K, D_MODEL)
 
 
+@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+def test_backward_sums_the_projections_inside_their_products_on_a_device(randn, cross):
+    """dmemory = dK W_K^T + dV W_V^T (and dx = dQ W_Q^T + dmemory for
+    self-attention): each product adds into the sum before it, so a device
+    launches no separate addition."""
+    from minitrans.core.launches import count_launches
+
+    with minitrans.using("strict", dtype="float32"):
+        layer = MultiHeadAttention(D_MODEL, H, rng=0)
+        layer.forward(randn(B, T_Q, D_MODEL), *([randn(B, T_K, D_MODEL)] if cross else []))
+        dout = randn(B, T_Q, D_MODEL)
+        with count_launches() as counted:
+            layer.backward(dout)
+    assert "add" not in counted.places, counted.summary()
+    # the four dW, dV W_V^T into dmemory, and for self-attention dQ W_Q^T too
+    assert counted.places.count("fused add_product") == (5 if cross else 6)
+
+
 def test_causal_mask_makes_output_independent_of_later_positions(backend_name, randn):
     T = 5
     layer = MultiHeadAttention(D_MODEL, H, rng=5)
