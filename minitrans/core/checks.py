@@ -16,7 +16,7 @@ place to look: ``check_int``, ``check_number``, ``check_positive_int``,
 import contextlib
 import threading
 
-from minitrans.core import backend
+from minitrans.core import backend, fusion
 from minitrans.core.value_checks import (check_bool, check_choice, check_int, check_number,
                                          check_positive_int, check_probability, describe_int,
                                          describe_number, is_int, is_number)
@@ -161,11 +161,23 @@ def check_token_ids(name, ids, vocab_size=None, ndim=None, nonempty=False, max_l
         )
     if vocab_size is None or ids.size == 0 or _inside_checked_call():
         return
-    if bool(((ids < 0) | (ids >= vocab_size)).any()):  # one wait on a GPU; more only to explain
+    if backend.on_device():  # one fused kernel, where each operation is a launch
+        outside = count_outside_vocabulary(ids, vocab_size)
+    else:
+        outside = ((ids < 0) | (ids >= vocab_size)).any()
+    if bool(outside):  # one wait on a GPU; more only to explain
         low, high = int(ids.min()), int(ids.max())
         raise ValueError(
             f"{name}: expected token ids in [0, {vocab_size}), got {low if low < 0 else high}"
         )
+
+
+@fusion.fused("token_ids_outside_vocabulary")
+def count_outside_vocabulary(ids, vocab_size):
+    """How many ids lie outside [0, vocab_size): 0 when all are tokens (a 0-d
+    integer array; one reduction, so one kernel where ``any`` of the
+    comparisons would take four)."""
+    return backend.get_xp().sum((ids < 0) | (ids >= vocab_size))
 
 
 def check_mask(name, mask, target_shape):

@@ -31,10 +31,9 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from minitrans.core import host_syncs, launches
-from minitrans.core.cupy_differences import (GENERATOR_NOT_IN_CUPY, NDARRAY_NOT_IN_CUPY,
-                                             NOT_IN_CUPY, not_in_cupy,
-                                             refuse_cast_cupy_does_otherwise,
-                                             refuse_repeated_targets)
+from minitrans.core.cupy_differences import (
+    GENERATOR_NOT_IN_CUPY, NDARRAY_NOT_IN_CUPY, NOT_IN_CUPY, not_in_cupy,
+    refuse_cast_cupy_does_otherwise, refuse_repeated_targets)
 from minitrans.core.float64_guard import FORBIDDING as _float64_forbidden
 from minitrans.core.float64_guard import forbid_float64  # noqa: F401  (strict.forbid_float64)
 
@@ -66,10 +65,8 @@ class StrictArray(NDArrayOperatorsMixin):
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method not in ("__call__", "reduce", "accumulate", "outer"):
-            raise TypeError(
-                f"numpy.{ufunc.__name__}.{method} was called on a device array; "
-                f"use the backend's namespace (xp.{ufunc.__name__}.{method})"
-            )
+            raise TypeError(f"numpy.{ufunc.__name__}.{method} was called on a device array; "
+                            f"use the backend's namespace (xp.{ufunc.__name__}.{method})")
         data = [x._data if type(x) is StrictArray else unwrap(x, f"numpy.{ufunc.__name__}")
                 for x in inputs]
         out = kwargs.get("out")
@@ -90,16 +87,23 @@ class StrictArray(NDArrayOperatorsMixin):
                         f"use the backend's namespace (xp.{func.__name__})")
 
     def __index__(self):
-        raise TypeError(
-            "a device array cannot be used as an index or a size (CuPy's arrays have no "
-            "__index__); use int(x), which waits for the device, or keep the number on the host"
-        )
+        raise TypeError("a device array cannot be used as an index or a size (CuPy's arrays "
+                        "have no __index__); use int(x), which waits for the device, or keep "
+                        "the number on the host")
 
     # -- what CuPy allows, but makes the CPU wait for the GPU -----------------
     def get(self):
         """Copy to a host NumPy array (the CuPy spelling)."""
         host_syncs.record("get")
         return self._data.copy()
+
+    def set(self, host, stream=None):
+        """CuPy's ``set``: ``host``, a NumPy array of this dtype and shape, copied in."""
+        if (type(host) is not np.ndarray or (host.dtype, host.shape) != (self.dtype, self.shape)
+                or not self._data.flags.forc):  # what CuPy refuses, a strided target too
+            raise TypeError(f"set: expected a NumPy array of {self.dtype}, shape {self.shape}")
+        self._data[...] = host
+        _record_copy("set", host, self, (self._data.__setitem__, (..., host), {}))
 
     item = _host_value("item", np.ndarray.item)
     tolist = _host_value("tolist", np.ndarray.tolist)
@@ -117,7 +121,6 @@ class StrictArray(NDArrayOperatorsMixin):
         return "strict_" + repr(self._data)
 
     # -- array behaviour ----------------------------------------------------
-
     def __getitem__(self, given):
         key = unwrap(given, "indexing")
         parts = key if type(key) is tuple else (key,)  # by index arrays: a gather, else a view
@@ -190,11 +193,9 @@ def unwrap(value, where, allow_host=False):
     if isinstance(value, np.ndarray):
         if allow_host:
             return value
-        raise TypeError(
-            f"{where}: got a NumPy array (host memory) where a device array "
-            "is needed; create it with the backend's namespace (xp) or move "
-            "it with minitrans.to_device"
-        )
+        raise TypeError(f"{where}: got a NumPy array (host memory) where a device array is "
+                        "needed; create it with the backend's namespace (xp) or move it with "
+                        "minitrans.to_device")
     if isinstance(value, (list, tuple)):
         return type(value)([unwrap(item, where, allow_host) for item in value])
     if isinstance(value, dict):
@@ -205,9 +206,8 @@ def unwrap(value, where, allow_host=False):
 def _wrap(value):
     if isinstance(value, np.ndarray):
         if _float64_forbidden and value.dtype == np.float64:
-            raise TypeError(
-                f"a float64 array of shape {value.shape} was made inside forbid_float64()"
-            )
+            raise TypeError(f"a float64 array of shape {value.shape} was made inside "
+                            "forbid_float64()")
         return StrictArray(value)
     if isinstance(value, np.generic):  # CuPy gives 0-d device arrays, not host scalars
         return _wrap(np.asarray(value))
@@ -263,8 +263,7 @@ class _Proxy:
     """Wraps a module or object so that what it returns is on the device."""
 
     def __init__(self, target, label):
-        self._target = target
-        self._label = label
+        self._target, self._label = target, label
 
     def __getattr__(self, name):
         if name in ("_target", "_label"):  # not set yet: a copy under construction

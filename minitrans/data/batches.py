@@ -48,8 +48,22 @@ class Batch:
 
 def _to_batch(src, tgt_in, tgt_out):
     num_tokens = int((tgt_out != PAD_ID).sum())  # counted on the host: no device sync
-    src = None if src is None else backend.to_device(src)
-    return Batch(src, backend.to_device(tgt_in), backend.to_device(tgt_out), num_tokens)
+    if src is None:
+        return Batch(None, *to_device_together(tgt_in, tgt_out), num_tokens)
+    return Batch(*to_device_together(src, tgt_in, tgt_out), num_tokens)
+
+
+def to_device_together(*arrays):
+    """The host arrays on the device, in one copy: on a device each copy
+    from the host is a transfer of its own, so they travel side by side in
+    one array, and each comes back as a view of its piece. (On NumPy,
+    ``to_device`` of each, as before.)"""
+    if not backend.on_device():
+        return tuple(backend.to_device(array) for array in arrays)
+    together = backend.to_device(np.concatenate([array.ravel() for array in arrays]))
+    ends = np.cumsum([array.size for array in arrays])
+    return tuple(together[end - array.size:end].reshape(array.shape)
+                 for array, end in zip(arrays, ends))
 
 
 def make_seq2seq_batch(pairs):

@@ -37,6 +37,13 @@ class AddNorm(Module):
     backward and returns dx, or (dx, d_others...) when other arrays were
     passed.
 
+    On a device the residual's sums cost no launch of their own. Forward,
+    post-norm: in training dropout's kernel adds x (``forward_added``);
+    otherwise the norm forms x + F(x) inside its kernels (``forward_of_sum``).
+    Backward: a sub-layer whose last backward is a ``Linear``'s (it says so
+    in ``residual_add_to``) adds its dx into the residual's gradient inside
+    that product (``Linear.backward``'s ``add_to``).
+
     ``norm="rms"`` puts an RMSNorm where the paper has LayerNorm (Llama's
     choice); the child keeps the name ``layer_norm``, as RMSNorm is a layer
     normalisation too (Zhang and Sennrich's title), only without centring.
@@ -68,7 +75,11 @@ class AddNorm(Module):
         if self.pre_norm:
             return self._residual(sublayer.forward(self.layer_norm.forward(x), *others, **options),
                                   x)
-        return self.layer_norm.forward(self._residual(sublayer.forward(x, *others, **options), x))
+        out = sublayer.forward(x, *others, **options)
+        if self.dropout.dropping:  # the sum made with dropout's mask: one kernel on a device
+            return self.layer_norm.forward(self.dropout.forward_added(out, x))
+        # LayerNorm(F(x) + x): on a device the sum is made inside the norm's kernels
+        return self.layer_norm.forward_of_sum(self.dropout.forward(out), x)
 
     def _residual(self, out, x):
         """x + Dropout(out): in training one call that a device runs as one kernel."""
@@ -82,7 +93,7 @@ class AddNorm(Module):
         backward: used by incremental decoding."""
         if self.pre_norm:
             return x + sublayer_fn(self.layer_norm.forward(x))
-        return self.layer_norm.forward(x + sublayer_fn(x))
+        return self.layer_norm.forward_of_sum(sublayer_fn(x), x)
 
     def backward(self, dy):
         num_others = self.saved()
@@ -91,13 +102,33 @@ class AddNorm(Module):
         if self.pre_norm:
             dsub = sublayer.backward(self.dropout.backward(dy))
             dsub_x, dothers = _split_first(dsub, num_others)
-            dx = _add_into(self.layer_norm.backward(dsub_x), dy)
-        else:
-            dsum = self.layer_norm.backward(dy)  # gradient of x + Dropout(F(x))
-            dsub = sublayer.backward(self.dropout.backward(dsum))
-            dsub_x, dothers = _split_first(dsub, num_others)
-            dx = _add_into(dsub_x, dsum)
-        return (dx, *dothers) if num_others else dx
+            return _with_others(_add_into(self.layer_norm.backward(dsub_x), dy), dothers)
+        dsum = self.layer_norm.backward(dy)  # gradient of x + Dropout(F(x)), a fresh array
+        dout = self.dropout.backward(dsum)
+        if adds_into_residual(sublayer):
+            # dx = dF/dx + dsum, added into dsum by F's last product (on a device
+            # inside it: Linear.backward's add_to). Without dropout dout is dsum
+            # itself, which F has read by then.
+            dx, dothers = _split_first(sublayer.backward(dout, add_to=dsum), num_others)
+            return _with_others(dx, dothers)
+        dsub_x, dothers = _split_first(sublayer.backward(dout), num_others)
+        return _with_others(_add_into(dsub_x, dsum), dothers)
+
+
+def adds_into_residual(sublayer):
+    """Whether ``sublayer.backward(dout, add_to=g)`` is to add its dx into the
+    residual's gradient g, as the sub-layer declares in ``residual_add_to``:
+    "exact" where that gives the bits of dx + g (a sum of two, in either
+    order), "device" where it sums in another order, so on a device only
+    (a launch saved; on NumPy the numbers stay those of dx + g). Absent: no
+    ``add_to``."""
+    how = getattr(sublayer, "residual_add_to", None)
+    return how == "exact" or (how == "device" and backend.on_device())
+
+
+def _with_others(dx, dothers):
+    """dx, or (dx, d_others...) where the sub-layer took other arrays."""
+    return (dx, *dothers) if dothers else dx
 
 
 def _add_into(result, other):

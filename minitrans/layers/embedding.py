@@ -71,9 +71,16 @@ class Embedding(Module):
         return self._owner.params["W_E"]
 
     def forward(self, ids):
+        return self.rows(ids) * self.scale
+
+    def rows(self, ids):
+        """W_E[ids], not yet scaled: the forward without its last step, for a
+        caller that applies ``scale`` in a kernel of its own (``InputEmbedding``
+        on a device adds the positions in that same kernel). ``backward``
+        then takes, as ever, the gradient of the scaled rows."""
         checks.check_token_ids("ids", ids, self.vocab_size)
         self.cache = ids
-        return self.W_E[ids] * self.scale
+        return self.W_E[ids]
 
     def backward(self, dy):
         ids = self.saved()

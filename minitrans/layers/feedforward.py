@@ -43,6 +43,11 @@ class FeedForward(Module):
         y: (..., d_model)
     """
 
+    # AddNorm passes backward the residual's gradient as ``add_to``, to add dx
+    # into: a sum of two, the same bits either way, and on a device made
+    # inside W_1's product (Linear.backward's add_to) instead of by a launch
+    residual_add_to = "exact"
+
     def __init__(self, d_model, d_ff, rng=None, activation="relu", bias=True):
         super().__init__()
         checks.check_positive_int("d_model", d_model)
@@ -68,12 +73,16 @@ class FeedForward(Module):
             self.cache = hidden  # r > 0 exactly where a > 0
             return self.W_2.forward(hidden)
 
-    def backward(self, dy):
+    def backward(self, dy, add_to=None):
+        """dx; given ``add_to`` (an array of x's shape), dx added into it
+        and ``add_to`` returned, as ``Linear.backward`` does."""
         hidden = self.saved()
         dhidden = self.W_2.backward(dy)
         if self.activation == "gelu":
-            return self.W_1.backward(activations.gelu_backward(hidden, dhidden))
-        return self.W_1.backward(relu_backward(dhidden, hidden))
+            da = activations.gelu_backward(hidden, dhidden)
+        else:
+            da = relu_backward(dhidden, hidden)
+        return self.W_1.backward(da, add_to=add_to)
 
 
 # The bias and the activation between the two matrix products, and their

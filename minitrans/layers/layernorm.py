@@ -27,6 +27,9 @@ class LayerNorm(Module):
     read as these equations, the ``_fast`` versions beside them compute the
     same numbers with fewer arrays, and the ``_device`` versions fuse their
     element-wise work into a few kernels for a GPU. All keep the cache (x_hat, 1 / sqrt(var + eps)).
+    ``forward_of_sum(x, residual)`` is the norm of a residual connection's
+    sum, ``forward(x + residual)`` (``layer_norm_of_sum`` below): on a device
+    the sum is formed inside each of the three kernels and never stored.
     ``x`` and ``dy`` reach them C-contiguous, so that the same numbers give
     the same bits whatever their memory layout (``forward`` says why).
 
@@ -63,6 +66,15 @@ class LayerNorm(Module):
         y, self.cache = layer_norm(x, self.params["gamma"], self.params["beta"], self.eps)
         return y
 
+    def forward_of_sum(self, x, residual):
+        """LayerNorm(x + residual), the post-norm residual connection's
+        (``AddNorm``). The backward is ``backward``'s: it needs only x_hat
+        and 1 / std, so the sum itself is never kept."""
+        x, residual = sum_inputs(self.d_model, self.params["gamma"].dtype, x, residual)
+        y, self.cache = layer_norm_of_sum(x, residual, self.params["gamma"], self.params["beta"],
+                                          self.eps)
+        return y
+
     def backward(self, dy):
         x_hat, inv_std = self.saved()
         checks.check_same_shape("dy", dy, x_hat.shape)
@@ -71,6 +83,18 @@ class LayerNorm(Module):
         dx, _, _ = layer_norm_backward(dy, self.params["gamma"], x_hat, inv_std,
                                        (self.grads["gamma"], self.grads["beta"]))
         return dx
+
+
+def sum_inputs(d_model, dtype, x, residual):
+    """x and residual, the two terms of a norm's input, checked as forward
+    checks x and laid out by rows (no copy when they already are): on a
+    device the sum is formed inside the kernels, so its layout is theirs."""
+    xp = backend.get_xp()
+    for name, value in (("x", x), ("residual", residual)):
+        checks.check_array(name, value, min_ndim=1, last_dim=d_model, dtype=dtype)
+        checks.check_finite(name, value)
+    checks.check_same_shape("residual", residual, x.shape)
+    return xp.ascontiguousarray(x), xp.ascontiguousarray(residual)
 
 
 def layer_norm_reference(x, gamma, beta, eps):
@@ -141,21 +165,25 @@ def add_into(grads, *parts):
 # Each mean over the last axis is a fused reduction (minitrans.core.fusion):
 # the element-wise work before it and the little after it in the same
 # kernel. Three launches forward; backward three and one for each of the
-# two parameter gradients, each added into its array (core.products).
+# two parameter gradients, each added into its array (core.products). The
+# norm of a residual connection's sum is the same three kernels, each given
+# the two terms: it adds them as it reads them (``layer_norm_of_sum_device``).
 
 
 @fusion.fused("layer_norm_inverse_std")
-def inverse_std(x, mu, eps, inv_d):
+def inverse_std(x, mu, eps, inv_d, residual=0.0):
     """1 / sqrt(var + eps), (...,): var + eps = sum of ((x - mu)^2 + eps) / D
-    (eps goes in before the sum: after it only the sum itself may take part)."""
+    (eps goes in before the sum: after it only the sum itself may take part).
+    Given a residual, of the sum x + residual, added here as x is read."""
     xp = backend.get_xp()
-    return 1.0 / xp.sqrt(xp.sum(((x - mu) * (x - mu) + eps) * inv_d, axis=-1))
+    centred = x + residual - mu
+    return 1.0 / xp.sqrt(xp.sum((centred * centred + eps) * inv_d, axis=-1))
 
 
 @fusion.fused("layer_norm_scale_shift")
-def normalise_scale_shift(x, mu, inv_std, gamma, beta):
-    """x_hat = (x - mu) / sqrt(var + eps),  y = gamma * x_hat + beta."""
-    x_hat = (x - mu) * inv_std
+def normalise_scale_shift(x, mu, inv_std, gamma, beta, residual=0.0):
+    """x_hat = (x - mu) / sqrt(var + eps),  y = gamma * x_hat + beta (x + residual for x)."""
+    x_hat = (x + residual - mu) * inv_std
     return gamma * x_hat + beta, x_hat
 
 
@@ -165,6 +193,29 @@ def layer_norm_device(x, gamma, beta, eps):
     mu = x.mean(axis=-1, keepdims=True)
     inv_std = inverse_std(x, mu, eps, 1.0 / x.shape[-1])[..., None]  # (..., 1), a view
     y, x_hat = normalise_scale_shift(x, mu, inv_std, gamma, beta)
+    return y, (x_hat, inv_std)
+
+
+def layer_norm_of_sum_reference(x, residual, gamma, beta, eps):
+    """LayerNorm(x + residual): the sum, then the norm of the active set. On
+    NumPy no faster version: the sum is one addition, the norm's own kernels
+    are the fast ones (so the pair is its own fast version)."""
+    return layer_norm(x + residual, gamma, beta, eps)
+
+
+@fusion.fused("layer_norm_mean_of_sum")
+def mean_of_sum(x, residual, inv_d):
+    """mu = mean(x + residual) over the last axis, (...,)."""
+    return backend.get_xp().sum((x + residual) * inv_d, axis=-1)
+
+
+def layer_norm_of_sum_device(x, residual, gamma, beta, eps):
+    """The three kernels of ``layer_norm_device``, each adding x + residual
+    as it reads x: the sum costs no launch and no array."""
+    inv_d = 1.0 / x.shape[-1]
+    mu = mean_of_sum(x, residual, inv_d)[..., None]  # (..., 1), a view
+    inv_std = inverse_std(x, mu, eps, inv_d, residual)[..., None]
+    y, x_hat = normalise_scale_shift(x, mu, inv_std, gamma, beta, residual)
     return y, (x_hat, inv_std)
 
 
@@ -206,5 +257,7 @@ def zeros_like(a):
 
 
 layer_norm = kernels.pair(layer_norm_reference, layer_norm_fast, device=layer_norm_device)
+layer_norm_of_sum = kernels.pair(layer_norm_of_sum_reference, layer_norm_of_sum_reference,
+                                 device=layer_norm_of_sum_device)
 layer_norm_backward = kernels.pair(layer_norm_backward_reference, layer_norm_backward_fast,
                                    device=layer_norm_backward_device)

@@ -12,10 +12,10 @@ With m = max_v logit_v and Z = sum_v exp(logit_v - m) for each row,
               q = (1 - eps) * [v = target] + eps / V
 
 Forward: three row reductions, a gather, a fused kernel and a fused sum
-of the loss over the tokens; backward: one fused kernel (and the ids
-0..V-1 it compares with). The weights of the tokens, 1 / (number of real
-targets) at each real target, take two kernels: the count, a fused
-reduction, and the division.
+of the loss over the tokens; backward: one fused kernel (with the ids
+0..V-1 it compares with, made once for each V). The weights of the
+tokens, 1 / (number of real targets) at each real target, take two
+kernels: the count, a fused reduction, and the division.
 Each row is shifted by its maximum, as in the reference: on a GPU the
 fast version's test for a row that needs no shift would make the CPU wait.
 """
@@ -66,9 +66,21 @@ def smoothed_cross_entropy_gradient(exps, total, ids, target, row_weight, dloss,
 def smoothed_cross_entropy_backward_device(dloss, exps, total, targets, weights, eps):
     """The reference's dlogits as one fused kernel."""
     vocab_size = exps.shape[-1]
-    ids = backend.get_xp().arange(vocab_size)  # v, to compare with each row's target
+    ids = vocabulary_ids(vocab_size)  # v, to compare with each row's target
     return smoothed_cross_entropy_gradient(exps, total, ids, targets[..., None],
                                            weights[..., None], dloss, eps, eps / vocab_size)
+
+
+_vocabularies = {}  # (backend name, V) -> the ids 0 .. V-1, made once: a constant
+
+
+def vocabulary_ids(vocab_size):
+    """arange(V), kept from step to step: on a device making it anew is a
+    launch every step. Read only: it is shared."""
+    key = (backend.backend_name(), vocab_size)
+    if key not in _vocabularies:
+        _vocabularies[key] = backend.get_xp().arange(vocab_size)
+    return _vocabularies[key]
 
 
 # ------------------------------------------------ the weights of the tokens

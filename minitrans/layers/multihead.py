@@ -125,7 +125,15 @@ class MultiHeadAttention(Module):
         self.cache = is_self_attention, offset, grouped_backward
         return out
 
-    def backward(self, dout):
+    # AddNorm passes backward the residual's gradient as ``add_to``, to add dx
+    # into, on a device only: there the first product of dx adds into it
+    # (Linear.backward's add_to), a launch saved; the sum of three or four
+    # terms then runs in another order than dx + add_to, so NumPy keeps that
+    residual_add_to = "device"
+
+    def backward(self, dout, add_to=None):
+        """dx (self-attention) or (dx, dmemory); given ``add_to`` (an array
+        of x's shape), dx is added into it and ``add_to`` returned in its place."""
         is_self_attention, offset, grouped_backward = self.saved()
         dheads = self.split_heads(self.W_O.backward(dout))  # (B, h, T_q, d_k)
         if grouped_backward is None:
@@ -136,12 +144,14 @@ class MultiHeadAttention(Module):
             with checks.inputs_checked():  # gradients made here: no pass to check them
                 dQ = self.rotary.rotate(dQ, offset, inverse=True)
                 dK = self.rotary.rotate(dK, offset, inverse=True)
-        dmemory = self.W_K.backward(self.merge_heads(dK))  # (B, T_k, d_model)
+        # (B, T_k, d_model); for self-attention the sum of dx starts in add_to, if given
+        dmemory = self.W_K.backward(self.merge_heads(dK),
+                                    add_to=add_to if is_self_attention else None)
         self.W_V.backward(self.merge_heads(dV), add_to=dmemory)  # dmemory += dV W_V^T
         if is_self_attention:  # x was the queries, the keys and the values:
             # dx = dQ W_Q^T + dmemory, added into dmemory (a sum of two, in either order)
             return self.W_Q.backward(self.merge_heads(dQ), add_to=dmemory)
-        return self.W_Q.backward(self.merge_heads(dQ)), dmemory  # (B, T_q, d_model)
+        return self.W_Q.backward(self.merge_heads(dQ), add_to=add_to), dmemory  # (B, T_q, d_model)
 
     def repeat_kv(self, heads):
         """(B, kv_heads, T, d_k) -> (B, h, T, d_k): each key/value head

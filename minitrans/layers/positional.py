@@ -5,7 +5,7 @@ queries and keys inside attention (``layers.rotary``)."""
 
 import math
 
-from minitrans.core import backend, checks
+from minitrans.core import backend, checks, fusion
 from minitrans.layers import init
 from minitrans.layers.module import Module
 
@@ -38,6 +38,7 @@ class PositionalEncoding(Module):
     Backward:  dx = dy   (adding a constant passes the gradient through)
 
     ``offset`` shifts the positions, for decoding one token at a time.
+    ``x_scale``: see ``scale_and_add``.
 
     Inputs:
         x: (B, T, d_model), T + offset <= max_len
@@ -52,10 +53,10 @@ class PositionalEncoding(Module):
         self.d_model, self.max_len = d_model, max_len
         self.buffers["PE"] = sinusoidal_table(max_len, d_model)
 
-    def forward(self, x, offset=0):
+    def forward(self, x, offset=0, x_scale=None):
         _check_positions(x, offset, self.d_model, self.max_len, self.buffers["PE"].dtype)
         self.cache = x.shape
-        return x + self.buffers["PE"][offset:offset + x.shape[-2]]
+        return add_positions(x, self.buffers["PE"][offset:offset + x.shape[-2]], x_scale)
 
     def backward(self, dy):
         x_shape = self.saved()
@@ -76,6 +77,8 @@ class PositionalEmbedding(Module):
     P starts as N(0, 1/2): the mean square of the sinusoidal table's entries
     (sin^2 and cos^2 average 1/2), so both start at the same scale.
 
+    ``x_scale``: see ``scale_and_add``.
+
     Parameters:
         P: (max_len, d_model)
     Inputs:
@@ -92,10 +95,10 @@ class PositionalEmbedding(Module):
         rng = backend.host_rng(rng)
         self.add_param("P", init.normal(rng, (max_len, d_model), math.sqrt(0.5)))
 
-    def forward(self, x, offset=0):
+    def forward(self, x, offset=0, x_scale=None):
         _check_positions(x, offset, self.d_model, self.max_len, self.params["P"].dtype)
         self.cache = x.shape, offset
-        return x + self.params["P"][offset:offset + x.shape[-2]]
+        return add_positions(x, self.params["P"][offset:offset + x.shape[-2]], x_scale)
 
     def backward(self, dy):
         x_shape, offset = self.saved()
@@ -103,6 +106,21 @@ class PositionalEmbedding(Module):
         rows = dy.reshape(-1, x_shape[-2], self.d_model).sum(axis=0)  # (T, d_model)
         self.grads["P"][offset:offset + x_shape[-2]] += rows
         return dy
+
+
+def add_positions(x, positions, x_scale=None):
+    """x + positions, or with ``x_scale`` the fused ``scale_and_add``."""
+    return x + positions if x_scale is None else scale_and_add(x, x_scale, positions)
+
+
+@fusion.fused("scale_and_add_positions")
+def scale_and_add(x, x_scale, positions):
+    """x * x_scale + positions: one kernel on a device, where the embedding's
+    scale, sqrt(d_model), and the positions' add would be two. ``x_scale``
+    says that ``x`` stands for ``x * x_scale`` (rows of the embedding table
+    not yet scaled): the backward is unchanged, dy being the gradient of the
+    scaled x, which the embedding's backward scales itself."""
+    return x * x_scale + positions
 
 
 def _check_positions(x, offset, d_model, max_len, dtype):

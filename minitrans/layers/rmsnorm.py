@@ -4,7 +4,7 @@ Llama and most language models after it."""
 from minitrans.core import backend, checks, fusion, kernels
 from minitrans.core.products import add_column_sums
 from minitrans.layers import init
-from minitrans.layers.layernorm import add_into, mean_dx_hat_x_hat, zeros_like
+from minitrans.layers.layernorm import add_into, mean_dx_hat_x_hat, sum_inputs, zeros_like
 from minitrans.layers.module import Module
 from minitrans.ops.sums import dot_last_fast, dot_leading_fast
 
@@ -40,7 +40,9 @@ class RMSNorm(Module):
     these equations; the ``_fast`` versions beside them take the sums as
     matrix products (``minitrans.ops.sums``) and build dx in one array;
     the ``_device`` versions fuse the element-wise work into a few kernels
-    for a GPU (``minitrans.core.fusion``).
+    for a GPU (``minitrans.core.fusion``). ``forward_of_sum(x, residual)``
+    is ``forward(x + residual)``, with the sum formed inside the two device
+    kernels (``rms_norm_of_sum``), as ``LayerNorm.forward_of_sum``.
 
     Parameters:
         g: (d_model,) starts at 1
@@ -65,6 +67,13 @@ class RMSNorm(Module):
         # last bits, do not depend on the layout (as in LayerNorm.forward)
         x = backend.get_xp().ascontiguousarray(x)
         y, self.cache = rms_norm(x, self.params["g"], self.eps)
+        return y
+
+    def forward_of_sum(self, x, residual):
+        """RMSNorm(x + residual), the post-norm residual connection's
+        (``AddNorm``); the backward, from x_hat and 1 / rms, is ``backward``'s."""
+        x, residual = sum_inputs(self.d_model, self.params["g"].dtype, x, residual)
+        y, self.cache = rms_norm_of_sum(x, residual, self.params["g"], self.eps)
         return y
 
     def backward(self, dy):
@@ -121,21 +130,24 @@ def rms_norm_backward_fast(dy, g, x_hat, inv_rms, grads=None):
 # ------------------------------------------- the device versions: fused kernels
 # The mean over the last axis is a fused reduction (minitrans.core.fusion),
 # with the element-wise work around it in the same kernel: two launches
-# forward; backward two and one more for dg, added into its array.
+# forward; backward two and one more for dg, added into its array. The
+# norm of a sum x + residual is the same two, each adding the terms as it reads them.
 
 
 @fusion.fused("rms_norm_inverse_rms")
-def inverse_rms(x, eps, inv_d):
+def inverse_rms(x, eps, inv_d, residual=0.0):
     """1 / rms, (...,): mean(x^2) + eps = sum of (x^2 + eps) / D (eps goes in
-    before the sum: after it only the sum itself may take part)."""
+    before the sum: after it only the sum itself may take part). Given a
+    residual, of the sum x + residual, added here as x is read."""
     xp = backend.get_xp()
-    return 1.0 / xp.sqrt(xp.sum((x * x + eps) * inv_d, axis=-1))
+    total = x + residual
+    return 1.0 / xp.sqrt(xp.sum((total * total + eps) * inv_d, axis=-1))
 
 
 @fusion.fused("rms_norm_scale")
-def normalise_scale(x, inv_rms, g):
-    """x_hat = x / rms,  y = g * x_hat."""
-    x_hat = x * inv_rms
+def normalise_scale(x, inv_rms, g, residual=0.0):
+    """x_hat = x / rms,  y = g * x_hat (x + residual for x)."""
+    x_hat = (x + residual) * inv_rms
     return x_hat * g, x_hat
 
 
@@ -143,6 +155,20 @@ def rms_norm_device(x, g, eps):
     """The reference's equations in two kernels: 1 / rms (one reduction) and the scale."""
     inv_rms = inverse_rms(x, eps, 1.0 / x.shape[-1])[..., None]  # (..., 1), a view
     y, x_hat = normalise_scale(x, inv_rms, g)
+    return y, (x_hat, inv_rms)
+
+
+def rms_norm_of_sum_reference(x, residual, g, eps):
+    """RMSNorm(x + residual): the sum, then the norm of the active set (the
+    pair is its own fast version, as ``layernorm.layer_norm_of_sum``)."""
+    return rms_norm(x + residual, g, eps)
+
+
+def rms_norm_of_sum_device(x, residual, g, eps):
+    """The two kernels of ``rms_norm_device``, each adding x + residual as it
+    reads x: the sum costs no launch and no array."""
+    inv_rms = inverse_rms(x, eps, 1.0 / x.shape[-1], residual)[..., None]  # (..., 1), a view
+    y, x_hat = normalise_scale(x, inv_rms, g, residual)
     return y, (x_hat, inv_rms)
 
 
@@ -165,5 +191,7 @@ def rms_norm_backward_device(dy, g, x_hat, inv_rms, grads=None):
 
 
 rms_norm = kernels.pair(rms_norm_reference, rms_norm_fast, device=rms_norm_device)
+rms_norm_of_sum = kernels.pair(rms_norm_of_sum_reference, rms_norm_of_sum_reference,
+                               device=rms_norm_of_sum_device)
 rms_norm_backward = kernels.pair(rms_norm_backward_reference, rms_norm_backward_fast,
                                  device=rms_norm_backward_device)

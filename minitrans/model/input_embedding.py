@@ -42,9 +42,13 @@ class InputEmbedding(Module):
         self.dropout = Dropout(dropout, rng=rng)
 
     def forward(self, ids, offset=0):
-        x = self.embedding.forward(ids)
-        if self.positional is not None:
-            x = self.positional.forward(x, offset=offset)
+        if self.positional is None:
+            x = self.embedding.forward(ids)
+        elif backend.on_device():  # the scale rides with the positions' add: one kernel
+            x = self.positional.forward(self.embedding.rows(ids), offset=offset,
+                                        x_scale=self.embedding.scale)
+        else:
+            x = self.positional.forward(self.embedding.forward(ids), offset=offset)
         return self.dropout.forward(x)
 
     def backward(self, dx):

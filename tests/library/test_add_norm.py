@@ -163,3 +163,50 @@ def test_the_sublayer_is_not_a_child_of_add_norm(backend_name, randn):
     ffn.zero_grad()
     add_norm.backward(randn(2, 3, 4))
     assert np.abs(minitrans.to_numpy(ffn.W_1.grads["W"])).max() > 0  # its backward ran
+
+
+# -- the residual's sums inside other kernels: forward inside the norm's
+# (LayerNorm.forward_of_sum), backward inside the sub-layer's last product
+SUBLAYERS = {"feed_forward": lambda: FeedForward(4, 6, rng=1),
+             "self_attention": lambda: MultiHeadAttention(4, 2, rng=1)}
+
+
+def post_norm_run(backend_name, sublayer, norm="layer"):
+    """The forward, backward (dx and every gradient) and decoding step of a
+    post-norm AddNorm around ``sublayer``, on ``backend_name`` in float64."""
+    with minitrans.using(backend_name, dtype="float64", kernels="fast"):
+        sub = wrapped(SUBLAYERS[sublayer](), 4, dropout=0.0, rng=2, norm=norm)
+        randomise_params(sub, np.random.default_rng(0))
+        host = np.random.default_rng(5)
+        x, dy = (minitrans.from_host(host.standard_normal((2, 3, 4))) for _ in range(2))
+        y = sub(x)
+        dx = sub.backward(dy)
+        decoded = sub.add_norm.infer(x, sub.sublayer.forward)
+        grads = [grad for _, _, grad in sub.named_parameters()]
+        return [minitrans.to_numpy(a) for a in (y, dx, decoded, *grads)]
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+@pytest.mark.parametrize("sublayer", sorted(SUBLAYERS))
+def test_post_norm_on_a_device_equals_numpy(sublayer, norm):
+    """The device path (strict: sums formed inside the fused norm kernels
+    and the last product) gives NumPy's numbers, forward and backward."""
+    for want, have in zip(post_norm_run("numpy", sublayer, norm),
+                          post_norm_run("strict", sublayer, norm), strict=True):
+        np.testing.assert_allclose(have, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("sublayer", sorted(SUBLAYERS))
+def test_post_norm_dx_is_dsum_plus_the_sublayers_dx_bit_for_bit_on_numpy(sublayer):
+    """Where the sub-layer adds its dx into the residual's gradient (the
+    feed-forward's add_to), NumPy's numbers stay those of dF/dx + dsum."""
+    with minitrans.using("numpy", dtype="float64"):
+        sub = wrapped(SUBLAYERS[sublayer](), 4, dropout=0.0, rng=2)
+        randomise_params(sub, np.random.default_rng(0))
+        x, dy = (minitrans.from_host(np.random.default_rng(seed).standard_normal((2, 3, 4)))
+                 for seed in (5, 6))
+        sub(x)
+        dx = sub.backward(dy).copy()
+        sub(x)  # the caches again, for the same backward by hand
+        dsum = sub.add_norm.layer_norm.backward(dy)
+        np.testing.assert_array_equal(dx, sub.sublayer.backward(dsum) + dsum)

@@ -8,11 +8,14 @@ import numpy as np
 import pytest
 
 import minitrans
-from minitrans.core import backend, fusion
+from minitrans.core import backend, checks, fusion
 from minitrans.core.launches import count_launches
 from minitrans.layers import layernorm, rmsnorm
+from minitrans.layers.add_norm import AddNorm
+from minitrans.layers.feedforward import FeedForward
 from minitrans.layers.layernorm import LayerNorm
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
+from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.layers.rmsnorm import RMSNorm
 from minitrans.ops import softmax
 from tests.library.test_kernels import Draw
@@ -87,3 +90,57 @@ def test_a_reduction_that_changes_dtype_is_caught_on_its_first_call(monkeypatch)
     sums = row_sums(np.ones((3, 4), dtype=np.float32))
     assert sums.dtype == np.float32 and sums.shape == (3,)
     assert "gave float64 from float32" in fusion.FELL_BACK["row_sums_widened"]
+
+
+# -- the residual connection's sums (layers/add_norm.py): made inside the
+# norm's kernels forward, inside the sub-layer's last product backward, so
+# that an AddNorm launches only its norm's kernels (and dropout's) around
+# its sub-layer's. NORM_LAUNCHES: the norm's launches, forward and backward.
+NORM_LAUNCHES = {"layer": (3, 5), "rms": (2, 3)}
+
+
+def model_launches_of(action):
+    """The launches of ``action()`` as a model runs it: its inputs checked once,
+    before (``checks.inputs_checked``), not by every layer."""
+    with checks.inputs_checked():
+        return launches_of(action)
+
+
+def feed_forward_and_add_norm(norm, dropout):
+    return FeedForward(16, 32, rng=0), AddNorm(16, dropout=dropout, norm=norm, rng=1)
+
+
+@pytest.mark.parametrize("way", ["forward", "infer"])  # infer: incremental decoding's
+@pytest.mark.parametrize("norm", sorted(NORM_LAUNCHES))
+def test_add_norm_forward_in_eval_and_decoding_adds_the_residual_without_a_launch(d, norm, way):
+    ffn, add_norm = feed_forward_and_add_norm(norm, dropout=0.1)
+    add_norm.eval()
+    x = d.normal(2, 3, 16)
+    alone = model_launches_of(lambda: ffn.forward(x)).count
+    run = {"forward": lambda: add_norm.forward(x, ffn),
+           "infer": lambda: add_norm.infer(x, ffn.forward)}[way]
+    check(model_launches_of(run), alone + NORM_LAUNCHES[norm][0])
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+@pytest.mark.parametrize("norm", sorted(NORM_LAUNCHES))
+def test_add_norm_backward_adds_the_residual_gradient_inside_the_last_product(d, norm, dropout):
+    ffn, add_norm = feed_forward_and_add_norm(norm, dropout)
+    x, dy = d.normal(2, 3, 16), d.normal(2, 3, 16)
+    ffn.forward(x)
+    alone = model_launches_of(lambda: ffn.backward(dy)).count
+    add_norm.forward(x, ffn)
+    dropout_launches = 1 if dropout else 0  # its mask applied to the gradient
+    check(model_launches_of(lambda: add_norm.backward(dy)),
+          alone + NORM_LAUNCHES[norm][1] + dropout_launches)
+
+
+@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+def test_add_norm_around_attention_adds_the_residual_gradient_inside_a_product(d, cross):
+    attention, add_norm = MultiHeadAttention(16, 2, rng=0), AddNorm(16, dropout=0.1, rng=1)
+    x, memory, dy = d.normal(2, 3, 16), d.normal(2, 4, 16), d.normal(2, 3, 16)
+    others = (memory,) if cross else ()
+    attention.forward(x, *others)
+    alone = model_launches_of(lambda: attention.backward(dy)).count
+    add_norm.forward(x, attention, *others)
+    check(model_launches_of(lambda: add_norm.backward(dy)), alone + NORM_LAUNCHES["layer"][1] + 1)

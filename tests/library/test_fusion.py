@@ -95,7 +95,7 @@ FEWER_LAUNCHES = [
     ("smoothed_cross_entropy", lambda d: (d.normal(3, 11), d.ids(11, 3), d.normal(3), 0.1,
                                           d.normal(3, 11)), 6),
     ("smoothed_cross_entropy_backward", lambda d: (1.0, d.normal(3, 11), d.normal(3, 1),
-                                                   d.ids(11, 3), d.normal(3), 0.1), 2),
+                                                   d.ids(11, 3), d.normal(3), 0.1), 1),
     ("sum_leading", lambda d: (d.normal(3, 8),), 1),
     ("rotate_pairs", lambda d: (d.normal(2, 5, 8), d.normal(5, 4), d.normal(5, 4)), 2),
     ("bias_gelu", lambda d: (d.normal(3, 8), d.normal(8)), 1),
@@ -112,6 +112,7 @@ def test_a_device_version_launches_fewer_kernels_than_the_fast_one(name, args, l
     device as the comparison that shows it is fewer."""
     pair = kernels.PAIRS[name]
     with minitrans.using("strict"):
+        pair.device(*args(Draw(0)))  # once first: what a version keeps (a range of ids) is made
         inputs, again = args(Draw(0)), args(Draw(0))  # the fast versions may write into theirs
         with launches.count_launches() as device:
             pair.device(*inputs)

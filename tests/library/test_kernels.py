@@ -324,6 +324,26 @@ CASES.update({
     "residual_dropout_forward": [lambda k, d: _draw_and_dropout(k, d, (3, 5, 8), True),
                                  lambda k, d: _draw_and_dropout(k, d, (2, 3, 3), True)],
 })
+
+
+# -- a norm of a residual connection's sum (layers/layernorm.py, rmsnorm.py
+# layer_norm_of_sum, rms_norm_of_sum): on a device the sum is made inside the norm's kernels
+def _norm_of_sum(k, d, shape, params):
+    """(y, x_hat, 1 / std or 1 / rms) of the norm of x + residual; params:
+    2 (gamma, beta: LayerNorm) or 1 (g: RMSNorm)."""
+    x, residual = d.normal(*shape, scale=4.0, shift=2.0), d.normal(*shape, scale=3.0)
+    y, (x_hat, inv_scale) = k(x, residual, *(d.normal(shape[-1]) for _ in range(params)), 1e-5)
+    return y, x_hat, inv_scale
+
+
+CASES.update({
+    "layer_norm_of_sum": [lambda k, d: _norm_of_sum(k, d, (3, 5, 16), 2),
+                          lambda k, d: _norm_of_sum(k, d, (1, 1, 8), 2)],
+    "rms_norm_of_sum": [lambda k, d: _norm_of_sum(k, d, (3, 5, 16), 1),
+                        lambda k, d: _norm_of_sum(k, d, (1, 1, 8), 1)],
+})
+
+
 SAME_DISTRIBUTION_ONLY = {"dropout_keep_mask"}  # different masks for a seed, by design
 # the pairs with a third version, fused for a device (minitrans.core.fusion)
 DEVICE_PAIRS = sorted(name for name, pair in kernels.PAIRS.items() if pair.device is not None)

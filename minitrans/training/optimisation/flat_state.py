@@ -141,11 +141,15 @@ class FlatState:
 
     def write_step_values(self, values):
         """``values`` (STEP_VALUES Python numbers) into ``step_values``, in
-        place: a copy from the host into a fresh array, then into this one
-        (a setitem takes no host array on the strict backend), each
-        number rounded to the parameters' dtype as the kernels would round a
-        Python number."""
-        self.step_values[...] = backend.get_xp().asarray(values, dtype=self.step_values.dtype)
+        place, each number rounded to the parameters' dtype as the kernels
+        would round a Python number. On a device one copy from the host
+        straight into the array (CuPy's ``set``), not a copy into a fresh
+        array and a second into this one."""
+        host = backend.to_numpy(values).astype(self.step_values.dtype)
+        if backend.on_device():
+            self.step_values.set(host)
+        else:
+            self.step_values[...] = host
 
     def steps(self, step=None):
         """(parameter, its piece of the step array, in its shape) of every
