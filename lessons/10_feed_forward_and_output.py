@@ -165,7 +165,7 @@ with minitrans.using(dtype="float64"):
 # The logits are $(B, T, V)$: a score for every word at every position. (The
 # paper shares $W$ with the embedding table, $W = W_E^\top$; `OutputProjection`
 # does that with `tied_to=embedding`. It is the same affine map as `Linear`,
-# computed by the same two functions, `affine_forward` and `affine_backward`
+# computed by the same two functions, `affine_forward` and `add_affine_grads`
 # of `minitrans/layers/linear.py`; tied, its weight gradient $dW$ is added
 # into the embedding table's gradient as $dW^\top$, where it sums with the
 # gradients of the two embedding lookups.) Training maximises the probability of

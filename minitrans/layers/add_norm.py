@@ -1,7 +1,9 @@
 """Add & Norm: the residual connection and layer norm around each sub-layer
 (paper §3.1, §5.4)."""
 
-from minitrans.core import backend, checks
+import functools
+
+from minitrans.core import backend, checks, fusion
 from minitrans.layers.dropout import Dropout
 from minitrans.layers.layernorm import LayerNorm
 from minitrans.layers.module import Module
@@ -40,9 +42,14 @@ class AddNorm(Module):
     On a device the residual's sums cost no launch of their own. Forward,
     post-norm: in training dropout's kernel adds x (``forward_added``);
     otherwise the norm forms x + F(x) inside its kernels (``forward_of_sum``).
+    A sub-layer whose last step is a ``Linear``'s bias (it says so with
+    ``output_bias()``) leaves that bias out on a device (``forward(...,
+    add_bias=False)``), and the same kernels add it: F(x) = out + b.
     Backward: a sub-layer whose last backward is a ``Linear``'s (it says so
     in ``residual_add_to``) adds its dx into the residual's gradient inside
-    that product (``Linear.backward``'s ``add_to``).
+    that product (``Linear.backward``'s ``add_to``). ``backward(dy,
+    **options)`` passes ``options`` to the sub-layer's backward (the
+    cross-attention's ``memory_add_to``).
 
     ``norm="rms"`` puts an RMSNorm where the paper has LayerNorm (Llama's
     choice); the child keeps the name ``layer_norm``, as RMSNorm is a layer
@@ -72,35 +79,46 @@ class AddNorm(Module):
         # encoder or decoder layer's, counted there once)
         self._sublayer = sublayer
         self.cache = len(others)
+        # b: F's last bias where F leaves it to this block (on a device), else None
+        bias = bias_left_to_add_norm(sublayer)
+        if bias is not None:
+            options = {**options, "add_bias": False}
         if self.pre_norm:
-            return self._residual(sublayer.forward(self.layer_norm.forward(x), *others, **options),
-                                  x)
+            out = sublayer.forward(self.layer_norm.forward(x), *others, **options)
+            return self._residual(out, x, bias)
         out = sublayer.forward(x, *others, **options)
         if self.dropout.dropping:  # the sum made with dropout's mask: one kernel on a device
-            return self.layer_norm.forward(self.dropout.forward_added(out, x))
+            return self.layer_norm.forward(self.dropout.forward_added(out, x, bias))
         # LayerNorm(F(x) + x): on a device the sum is made inside the norm's kernels
-        return self.layer_norm.forward_of_sum(self.dropout.forward(out), x)
+        return self.layer_norm.forward_of_sum(self.dropout.forward(out), x, bias)
 
-    def _residual(self, out, x):
-        """x + Dropout(out): in training one call that a device runs as one kernel."""
+    def _residual(self, out, x, bias=None):
+        """x + Dropout(out + bias): in training one call that a device runs as one kernel."""
         if self.dropout.dropping:
-            return self.dropout.forward_added(out, x)
-        return _add_into(self.dropout.forward(out), x)
+            return self.dropout.forward_added(out, x, bias)
+        out = self.dropout.forward(out)  # out itself: nothing dropped
+        return _add_into(out, x) if bias is None else bias_and_residual(out, bias, x)
 
-    def infer(self, x, sublayer_fn):
+    def infer(self, x, sublayer_fn, sublayer=None):
         """The same connection around ``sublayer_fn`` (a function of the
         sub-layer's input), without dropout and without keeping anything for
-        backward: used by incremental decoding."""
+        backward: used by incremental decoding. Given the ``sublayer`` it
+        runs, where that leaves its output bias to this block,
+        ``sublayer_fn(z, add_bias=False)``, and the bias is added here."""
+        bias = None if sublayer is None else bias_left_to_add_norm(sublayer)
+        if bias is not None:
+            sublayer_fn = functools.partial(sublayer_fn, add_bias=False)
         if self.pre_norm:
-            return x + sublayer_fn(self.layer_norm.forward(x))
-        return self.layer_norm.forward_of_sum(sublayer_fn(x), x)
+            out = sublayer_fn(self.layer_norm.forward(x))
+            return x + out if bias is None else bias_and_residual(out, bias, x)
+        return self.layer_norm.forward_of_sum(sublayer_fn(x), x, bias)
 
-    def backward(self, dy):
+    def backward(self, dy, **options):
         num_others = self.saved()
         sublayer = self._sublayer
         # the residual's two paths add up
         if self.pre_norm:
-            dsub = sublayer.backward(self.dropout.backward(dy))
+            dsub = sublayer.backward(self.dropout.backward(dy), **options)
             dsub_x, dothers = _split_first(dsub, num_others)
             return _with_others(_add_into(self.layer_norm.backward(dsub_x), dy), dothers)
         dsum = self.layer_norm.backward(dy)  # gradient of x + Dropout(F(x)), a fresh array
@@ -109,10 +127,33 @@ class AddNorm(Module):
             # dx = dF/dx + dsum, added into dsum by F's last product (on a device
             # inside it: Linear.backward's add_to). Without dropout dout is dsum
             # itself, which F has read by then.
-            dx, dothers = _split_first(sublayer.backward(dout, add_to=dsum), num_others)
+            dsub = sublayer.backward(dout, add_to=dsum, **options)
+            dx, dothers = _split_first(dsub, num_others)
             return _with_others(dx, dothers)
-        dsub_x, dothers = _split_first(sublayer.backward(dout), num_others)
+        dsub_x, dothers = _split_first(sublayer.backward(dout, **options), num_others)
         return _with_others(_add_into(dsub_x, dsum), dothers)
+
+
+def bias_left_to_add_norm(sublayer):
+    """The last bias b of a sub-layer that leaves it to its AddNorm, or None.
+
+    A sub-layer whose output ends in a ``Linear``'s ``+ b`` says so with
+    ``output_bias()`` (b, or None without biases) and takes ``forward(...,
+    add_bias=False)``. On a device the bias then costs no launch of its own:
+    dropout's kernel, or the norm's, adds it with the residual. On NumPy the
+    sub-layer adds it itself, with the kernels it always ran.
+    """
+    output_bias = getattr(sublayer, "output_bias", None)
+    if output_bias is None or not backend.on_device():
+        return None
+    return output_bias()
+
+
+@fusion.fused("bias_and_residual")
+def bias_and_residual(out, bias, residual):
+    """(out + bias) + residual: a pre-norm block's sum without dropout, its
+    sub-layer's bias and the residual in one kernel, in NumPy's order."""
+    return out + bias + residual
 
 
 def adds_into_residual(sublayer):

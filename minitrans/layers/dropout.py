@@ -70,14 +70,16 @@ class Dropout(Module):
         self.cache = (keep, x.shape)
         return y
 
-    def forward_added(self, x, residual):
+    def forward_added(self, x, residual, bias=None):
         """residual + forward(x), the residual connection's sum, for a
         dropping layer: on a device the mask, the scale and the addition are
-        one kernel. ``backward`` is forward's."""
+        one kernel. Given ``bias``, the sub-layer's last bias that its
+        forward left out, residual + forward(x + bias), with x + bias made
+        in that kernel too. ``backward`` is forward's."""
         checks.check_array("x", x)
         if not self.dropping:
             raise RuntimeError("forward_added: only while dropping (see .dropping)")
-        total, keep = residual_dropout_forward(residual, x, self._next_key(), self.p)
+        total, keep = residual_dropout_forward(residual, x, self._next_key(), self.p, bias)
         self.cache = (keep, x.shape)
         return total
 
@@ -179,10 +181,13 @@ def dropout_forward_reference(x, key, p):
     return dropout_scale(x, keep, 1.0 / (1.0 - p)), keep
 
 
-def residual_dropout_forward_reference(residual, x, key, p):
+def residual_dropout_forward_reference(residual, x, key, p, bias=None):
     """(residual + x * m / (1 - p), m): the residual connection's sum, the
-    same way."""
+    same way. Given ``bias`` (a sub-layer's last bias, which it left out),
+    x + bias in x's place."""
     keep = dropout_keep_mask(key, x.shape, p)
+    if bias is not None:
+        x = x + bias
     return residual_dropout(residual, x, keep, 1.0 / (1.0 - p)), keep
 
 
@@ -201,6 +206,14 @@ def draw_scale_and_add(residual, x, index, key, threshold, scale):
     return residual + x * keep * scale, keep
 
 
+@fusion.fused("residual_bias_dropout_forward")
+def draw_scale_and_add_with_bias(residual, x, bias, index, key, threshold, scale):
+    """residual + (x + bias) * m * scale and m: the same kernel, adding the
+    sub-layer's bias as it reads x."""
+    keep = random_uint16_at(index, key) >= threshold
+    return residual + (x + bias) * keep * scale, keep
+
+
 def dropout_forward_device(x, key, p):
     """The fast set's ``dropout_forward`` in one kernel. The key and the
     threshold go in as uint64 scalars: a Python int above 2^63 is no int64,
@@ -210,11 +223,15 @@ def dropout_forward_device(x, key, p):
                           xp.uint64(keep_threshold(p)), 1.0 / (1.0 - p))
 
 
-def residual_dropout_forward_device(residual, x, key, p):
-    """The fast set's ``residual_dropout_forward`` in one kernel."""
+def residual_dropout_forward_device(residual, x, key, p, bias=None):
+    """The fast set's ``residual_dropout_forward`` in one kernel, the bias
+    (if any) added in it: the same mask either way."""
     xp = backend.get_xp()
-    return draw_scale_and_add(residual, x, element_indices(x.shape), xp.uint64(key),
-                              xp.uint64(keep_threshold(p)), 1.0 / (1.0 - p))
+    draw = (element_indices(x.shape), xp.uint64(key), xp.uint64(keep_threshold(p)),
+            1.0 / (1.0 - p))
+    if bias is None:
+        return draw_scale_and_add(residual, x, *draw)
+    return draw_scale_and_add_with_bias(residual, x, bias, *draw)
 
 
 # The reference calls the active set's kernels, so it is also the fast version

@@ -59,7 +59,9 @@ class FeedForward(Module):
         self.W_1 = Linear(d_model, d_ff, bias=bias, rng=rng)
         self.W_2 = Linear(d_ff, d_model, bias=bias, rng=rng)
 
-    def forward(self, x):
+    def forward(self, x, add_bias=True):
+        """``add_bias=False``: y without b_2, for an ``AddNorm`` that adds it
+        inside its own kernel (``output_bias``); the backward is the same."""
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model)
         checks.check_finite("x", x)
         with checks.inputs_checked():  # W_1 and W_2 need not check x and hidden again
@@ -68,10 +70,15 @@ class FeedForward(Module):
             if self.activation == "gelu":
                 hidden, out = bias_gelu(product, b_1)  # a = x W_1 + b_1 and GELU(a)
                 self.cache = hidden  # GELU'(a) needs a itself
-                return self.W_2.forward(out)
+                return self.W_2.forward(out, add_bias)
             hidden = bias_relu(product, b_1)  # r = max(0, a), a = x W_1 + b_1
             self.cache = hidden  # r > 0 exactly where a > 0
-            return self.W_2.forward(hidden)
+            return self.W_2.forward(hidden, add_bias)
+
+    def output_bias(self):
+        """b_2, which ``forward(x, add_bias=False)`` leaves to the caller (None
+        without biases)."""
+        return self.W_2.params.get("b")
 
     def backward(self, dy, add_to=None):
         """dx; given ``add_to`` (an array of x's shape), dx added into it

@@ -66,13 +66,16 @@ class LayerNorm(Module):
         y, self.cache = layer_norm(x, self.params["gamma"], self.params["beta"], self.eps)
         return y
 
-    def forward_of_sum(self, x, residual):
+    def forward_of_sum(self, x, residual, bias=None):
         """LayerNorm(x + residual), the post-norm residual connection's
-        (``AddNorm``). The backward is ``backward``'s: it needs only x_hat
-        and 1 / std, so the sum itself is never kept."""
-        x, residual = sum_inputs(self.d_model, self.params["gamma"].dtype, x, residual)
+        (``AddNorm``); given ``bias`` (d_model,), the last bias of a sub-layer
+        that left it out, LayerNorm(x + bias + residual). The backward is
+        ``backward``'s: it needs only x_hat and 1 / std, so the sum itself
+        is never kept."""
+        dtype = self.params["gamma"].dtype
+        x, residual = sum_inputs(self.d_model, dtype, x, residual, bias)
         y, self.cache = layer_norm_of_sum(x, residual, self.params["gamma"], self.params["beta"],
-                                          self.eps)
+                                          self.eps, bias)
         return y
 
     def backward(self, dy):
@@ -85,15 +88,19 @@ class LayerNorm(Module):
         return dx
 
 
-def sum_inputs(d_model, dtype, x, residual):
+def sum_inputs(d_model, dtype, x, residual, bias=None):
     """x and residual, the two terms of a norm's input, checked as forward
     checks x and laid out by rows (no copy when they already are): on a
-    device the sum is formed inside the kernels, so its layout is theirs."""
+    device the sum is formed inside the kernels, so its layout is theirs.
+    ``bias``, a third term if given, is a layer's parameter: its form is
+    checked, not its values."""
     xp = backend.get_xp()
     for name, value in (("x", x), ("residual", residual)):
         checks.check_array(name, value, min_ndim=1, last_dim=d_model, dtype=dtype)
         checks.check_finite(name, value)
     checks.check_same_shape("residual", residual, x.shape)
+    if bias is not None:
+        checks.check_array("bias", bias, ndim=1, last_dim=d_model, dtype=dtype)
     return xp.ascontiguousarray(x), xp.ascontiguousarray(residual)
 
 
@@ -167,23 +174,29 @@ def add_into(grads, *parts):
 # kernel. Three launches forward; backward three and one for each of the
 # two parameter gradients, each added into its array (core.products). The
 # norm of a residual connection's sum is the same three kernels, each given
-# the two terms: it adds them as it reads them (``layer_norm_of_sum_device``).
+# the two terms (three with a sub-layer's bias): it adds them as it reads
+# them (``layer_norm_of_sum_device``), in the order NumPy adds them,
+# (x + bias) + residual. Without a bias the kernels add NO_BIAS, -0.0: the
+# one number whose addition changes no bit of any x (x + 0.0 turns -0.0 into 0.0).
+NO_BIAS = -0.0
 
 
 @fusion.fused("layer_norm_inverse_std")
-def inverse_std(x, mu, eps, inv_d, residual=0.0):
+def inverse_std(x, mu, eps, inv_d, residual=0.0, bias=NO_BIAS):
     """1 / sqrt(var + eps), (...,): var + eps = sum of ((x - mu)^2 + eps) / D
     (eps goes in before the sum: after it only the sum itself may take part).
-    Given a residual, of the sum x + residual, added here as x is read."""
+    Given a residual (and a bias), of the sum x + bias + residual, added
+    here as x is read."""
     xp = backend.get_xp()
-    centred = x + residual - mu
+    centred = x + bias + residual - mu
     return 1.0 / xp.sqrt(xp.sum((centred * centred + eps) * inv_d, axis=-1))
 
 
 @fusion.fused("layer_norm_scale_shift")
-def normalise_scale_shift(x, mu, inv_std, gamma, beta, residual=0.0):
-    """x_hat = (x - mu) / sqrt(var + eps),  y = gamma * x_hat + beta (x + residual for x)."""
-    x_hat = (x + residual - mu) * inv_std
+def normalise_scale_shift(x, mu, inv_std, gamma, beta, residual=0.0, bias=NO_BIAS):
+    """x_hat = (x - mu) / sqrt(var + eps),  y = gamma * x_hat + beta (x + bias
+    + residual for x)."""
+    x_hat = (x + bias + residual - mu) * inv_std
     return gamma * x_hat + beta, x_hat
 
 
@@ -196,26 +209,28 @@ def layer_norm_device(x, gamma, beta, eps):
     return y, (x_hat, inv_std)
 
 
-def layer_norm_of_sum_reference(x, residual, gamma, beta, eps):
-    """LayerNorm(x + residual): the sum, then the norm of the active set. On
-    NumPy no faster version: the sum is one addition, the norm's own kernels
-    are the fast ones (so the pair is its own fast version)."""
-    return layer_norm(x + residual, gamma, beta, eps)
+def layer_norm_of_sum_reference(x, residual, gamma, beta, eps, bias=None):
+    """LayerNorm(x + residual), or given ``bias`` LayerNorm(x + bias +
+    residual): the sum, then the norm of the active set. On NumPy no faster
+    version: the sum is one addition, the norm's own kernels are the fast
+    ones (so the pair is its own fast version)."""
+    total = x + residual if bias is None else x + bias + residual
+    return layer_norm(total, gamma, beta, eps)
 
 
 @fusion.fused("layer_norm_mean_of_sum")
-def mean_of_sum(x, residual, inv_d):
-    """mu = mean(x + residual) over the last axis, (...,)."""
-    return backend.get_xp().sum((x + residual) * inv_d, axis=-1)
+def mean_of_sum(x, residual, inv_d, bias=NO_BIAS):
+    """mu = mean(x + bias + residual) over the last axis, (...,)."""
+    return backend.get_xp().sum((x + bias + residual) * inv_d, axis=-1)
 
 
-def layer_norm_of_sum_device(x, residual, gamma, beta, eps):
+def layer_norm_of_sum_device(x, residual, gamma, beta, eps, bias=None):
     """The three kernels of ``layer_norm_device``, each adding x + residual
-    as it reads x: the sum costs no launch and no array."""
-    inv_d = 1.0 / x.shape[-1]
-    mu = mean_of_sum(x, residual, inv_d)[..., None]  # (..., 1), a view
-    inv_std = inverse_std(x, mu, eps, inv_d, residual)[..., None]
-    y, x_hat = normalise_scale_shift(x, mu, inv_std, gamma, beta, residual)
+    (x + bias + residual) as it reads x: the sum costs no launch and no array."""
+    inv_d, terms = 1.0 / x.shape[-1], (residual, NO_BIAS if bias is None else bias)
+    mu = mean_of_sum(x, residual, inv_d, terms[1])[..., None]  # (..., 1), a view
+    inv_std = inverse_std(x, mu, eps, inv_d, *terms)[..., None]
+    y, x_hat = normalise_scale_shift(x, mu, inv_std, gamma, beta, *terms)
     return y, (x_hat, inv_std)
 
 

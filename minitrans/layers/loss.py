@@ -4,8 +4,8 @@ import math
 
 from minitrans.core import backend, checks, kernels
 from minitrans.layers.loss_device import (
-    bad_value_count, smoothed_cross_entropy_backward_device, smoothed_cross_entropy_device,
-    token_weights_device,
+    bad_value_count, exponentials, smoothed_cross_entropy_backward_device,
+    smoothed_cross_entropy_device, token_weights_device,
 )
 from minitrans.layers.module import Module
 from minitrans.ops.softmax import log_softmax, log_softmax_backward
@@ -58,7 +58,9 @@ class LabelSmoothedCrossEntropy(Module):
     Both are kernel pairs: ``smoothed_cross_entropy_reference`` and
     ``smoothed_cross_entropy_backward_reference`` below read as these
     equations, the ``_fast`` versions beside them form neither q nor log p,
-    and the ``_device`` versions (``layers.loss_device``) fuse them for a GPU.
+    and the ``_device`` versions (``layers.loss_device``) fuse them for a GPU,
+    where the forward keeps no exponentials and the backward computes them
+    again from the logits.
 
     Inputs:
         logits:  (..., V) float
@@ -85,11 +87,9 @@ class LabelSmoothedCrossEntropy(Module):
         checks.check_same_shape("targets", targets, logits.shape[:-1])
         weights = token_weights(targets, self.pad_id, logits.dtype)  # 1/count at real, 0 at pad
         # ids out of range are refused below, once the loss is known; until
-        # then they must not index outside the logits
-        in_range = backend.get_xp().clip(targets, 0, logits.shape[-1] - 1)
-        loss, exps, total = smoothed_cross_entropy(
-            logits, in_range, weights, self.eps, self._exps_array(logits)
-        )
+        # then each version keeps them from indexing outside the logits
+        buffer = None if backend.on_device() else self._exps_array(logits)  # the CPU's fast one
+        loss, exps, total = smoothed_cross_entropy(logits, targets, weights, self.eps, buffer)
         self._check_values(logits, targets, loss)
         self.cache = (exps, total, targets, weights)
         return loss
@@ -99,7 +99,7 @@ class LabelSmoothedCrossEntropy(Module):
         exps, total, targets, weights = self.saved()
         if hasattr(dloss, "shape"):
             checks.check_same_shape("dloss", dloss, ())  # the loss is a scalar
-            dloss = dloss.astype(exps.dtype)  # a float64 0-d array would upcast
+            dloss = dloss.astype(total.dtype)  # a float64 0-d array would upcast
         return smoothed_cross_entropy_backward(dloss, exps, total, targets, weights, self.eps)
 
     def _check_values(self, logits, targets, loss):
@@ -168,10 +168,12 @@ def smoothed_targets(targets, vocab_size, eps, dtype=None):
     return one_hot * (1.0 - eps) + eps / vocab_size
 
 
-# The loss and its gradient are kernel pairs. Both versions return the loss
+# The loss and its gradient are kernel pairs. Every version returns the loss
 # with exps = exp(logits - shift) and their row sums, for the backward's
 # p = softmax(logits) = exps / total: the reference shifts each row by its
-# maximum, the fast version by 0 where that is safe (below).
+# maximum, the fast version by 0 where that is safe (below). The device
+# version returns the exps named, not formed (``loss_device.ShiftedLogits``):
+# ``exponentials(exps)`` is the array either way.
 
 # Without a shift, exp(logits) is kept where every row's sum of exponentials
 # lies within exp(-60) and exp(60). Then no row's largest logit is above 60
@@ -220,6 +222,9 @@ def smoothed_cross_entropy_fast(logits, targets, weights, eps, exps_buffer):
     ``python benchmarks/kernels.py``.
     """
     xp = backend.get_xp()
+    # ids out of range are refused by the layer once the loss is known;
+    # until then they must not index outside the logits
+    targets = xp.clip(targets, 0, logits.shape[-1] - 1)
     unshifted = None if backend.on_device() else unshifted_exps(logits, exps_buffer)
     if unshifted is None:  # each row shifted by its maximum, as in the reference
         shifted = xp.subtract(logits, logits.max(axis=-1, keepdims=True), out=exps_buffer)
@@ -254,8 +259,8 @@ def unshifted_exps(logits, exps_buffer):
 
 def smoothed_cross_entropy_backward_reference(dloss, exps, total, targets, weights, eps):
     """dlogits = (p - q) * weight * dloss, (..., V)."""
-    p = exps / total
-    q = smoothed_targets(targets, exps.shape[-1], eps, exps.dtype)
+    p = exponentials(exps) / total
+    q = smoothed_targets(targets, p.shape[-1], eps, p.dtype)
     return (p - q) * (weights[..., None] * dloss)
 
 
@@ -265,6 +270,7 @@ def smoothed_cross_entropy_backward_fast(dloss, exps, total, targets, weights, e
     each row's target: two passes over the (..., V) array. Timed against
     the reference by ``python benchmarks/kernels.py``."""
     xp = backend.get_xp()
+    exps = exponentials(exps)  # the array, whichever version's forward made exps
     vocab_size = exps.shape[-1]
     row_weights = weights[..., None] * dloss  # (..., 1)
     dlogits = exps * (row_weights / total)  # p * weight

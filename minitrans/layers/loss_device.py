@@ -1,74 +1,129 @@
 """The label-smoothed cross-entropy's device versions: ``layers.loss`` has
 the layer, the reference versions that read as its equations and the fast
-ones for the CPU; here the element-wise work between the row reductions is
-fused into one kernel at a time (``minitrans.core.fusion``), for a GPU,
-where a launch costs more than its arithmetic.
+ones for the CPU; here the work is fused into a few kernels, each at most
+one reduction (``minitrans.core.fusion``), for a GPU, where a launch costs
+more than its arithmetic.
 
-With m = max_v logit_v and Z = sum_v exp(logit_v - m) for each row,
+With m = max_v logit_v and Z = sum_v exp(logit_v - m) for each row, and
+q_v = (1 - eps) [v = target] + eps / V the smoothed target (sum_v q_v = 1),
 
-    log p_v = logit_v - m - log Z
-    loss_t  = (1 - eps) * (-log p_target) + eps * mean_v(-log p_v)
-    dlogits = (exp(logit - m) / Z - q) * weight * dloss,
-              q = (1 - eps) * [v = target] + eps / V
+    -log p_v = log Z - (logit_v - m)
+    loss_t   = -sum_v q_v log p_v = log Z - sum_v q_v (logit_v - m)
+    dlogits  = (exp(logit - m) / Z - q) * weight * dloss
 
-Forward: three row reductions, a gather, a fused kernel and a fused sum
-of the loss over the tokens; backward: one fused kernel (with the ids
-0..V-1 it compares with, made once for each V). The weights of the
-tokens, 1 / (number of real targets) at each real target, take two
-kernels: the count, a fused reduction, and the division.
+Forward: four kernels, each one reduction: the row maxima, the row sums of
+exponentials, the rows' q-weighted sums of the shifted logits (q formed in
+the kernel from the ids 0..V-1, made once for each V: no gather of the
+targets, so no target needs clipping into [0, V) first) and the sum of
+the loss over the tokens. No (..., V) array is written: the exponentials
+are not kept but named, ``ShiftedLogits(logits, m)``, and the backward,
+one fused kernel, computes them again where it needs them.
+The weights of the tokens, 1 / (number of real targets) at each real
+target, take two kernels: the count, a fused reduction, and the division.
 Each row is shifted by its maximum, as in the reference: on a GPU the
 fast version's test for a row that needs no shift would make the CPU wait.
 """
 
+from collections import namedtuple
+
 from minitrans.core import backend, fusion
 
+ShiftedLogits = namedtuple("ShiftedLogits", "logits shift")
+ShiftedLogits.__doc__ = """The exponentials exp(logits - shift) that a forward
+did not keep, named instead: ``exponentials`` forms them, a fused backward
+computes them inside its kernel. ``shift``: (..., 1), each row's maximum."""
 
-@fusion.fused("cross_entropy_exp")
-def shifted_exp(logits, row_max):
-    """exps = exp(logits - m): the largest of each row is exp(0) = 1."""
-    return backend.get_xp().exp(logits - row_max)
+
+def exponentials(exps):
+    """The (..., V) array exp(logits - shift) that ``exps`` is or names."""
+    if isinstance(exps, ShiftedLogits):
+        return backend.get_xp().exp(exps.logits - exps.shift)
+    return exps
+
+
+@fusion.fused("cross_entropy_exp_total")
+def exp_total(logits, row_max):
+    """Z = sum_v exp(logit_v - m), shape (...): the exponentials are not kept."""
+    xp = backend.get_xp()
+    return xp.sum(xp.exp(logits - row_max), axis=-1)
+
+
+@fusion.fused("cross_entropy_weighted_logits")
+def weighted_shifted_logits(logits, row_max, ids, target, target_weight, other_weight, floor):
+    """sum_v q_v (logit_v - m), shape (...): q_v is ``target_weight`` where
+    v is the target, ``other_weight`` elsewhere. Without smoothing the
+    other weight is 0 and ``floor`` 0.0: a logit of -inf there, a
+    probability of 0, would give 0 * -inf = NaN, so each shifted logit
+    (never above 0) is raised to the floor first. With smoothing ``floor``
+    is -inf and changes nothing. (q by ``where``: a comparison times a
+    Python number would be float64.)"""
+    xp = backend.get_xp()
+    shifted = logits - row_max
+    others = xp.maximum(shifted, floor) * other_weight
+    return xp.sum(xp.where(ids == target, shifted * target_weight, others), axis=-1)
 
 
 @fusion.fused("cross_entropy_loss")
-def weighted_loss(total, row_max, target_logit, mean_logit, weights, eps):
-    """sum over tokens of weight * loss_t, with -log p_v = log Z - (logit_v - m):
+def weighted_loss(total, weighted_logits, weights):
+    """sum over tokens of weight * loss_t, loss_t = log Z - sum_v q_v (logit_v - m):
     one reduction over every token (a 0-d array)."""
     xp = backend.get_xp()
-    log_total = xp.log(total)
-    target_term = log_total - (target_logit - row_max)  # -log p_target
-    mean_term = log_total - (mean_logit - row_max)  # mean_v(-log p_v)
-    return xp.sum(weights * ((1.0 - eps) * target_term + eps * mean_term))
+    return xp.sum(weights * (xp.log(total) - weighted_logits))
 
 
 def smoothed_cross_entropy_device(logits, targets, weights, eps, exps_buffer=None):
-    """(loss, exps, total) as the reference returns them; ``exps_buffer`` is
-    not used: the fused kernel writes a fresh array."""
+    """(loss, exps, total) as the reference returns them, in four kernels,
+    with ``exps`` a ``ShiftedLogits``, not an array; ``exps_buffer`` is
+    not used. Targets outside [0, V) are never indexed with: their rows'
+    weighted sums leave out the (1 - eps) of the target (the layer then
+    refuses them)."""
     xp = backend.get_xp()
+    vocab_size = logits.shape[-1]
     row_max = logits.max(axis=-1, keepdims=True)  # (..., 1)
-    exps = shifted_exp(logits, row_max)
-    total = exps.sum(axis=-1, keepdims=True)  # (..., 1)
-    target_logit = xp.take_along_axis(logits, targets[..., None], axis=-1)
-    # without smoothing the mean is not needed: a pass over (..., V) saved
-    mean_logit = logits.mean(axis=-1, keepdims=True) if eps else 0.0
-    loss = weighted_loss(total, row_max, target_logit, mean_logit, weights[..., None], eps)
-    return xp.asarray(loss), exps, total
+    total = exp_total(logits, row_max)  # (...)
+    other_weight = eps / vocab_size
+    floor = -float("inf") if eps else 0.0
+    weighted = weighted_shifted_logits(logits, row_max, vocabulary_ids(vocab_size),
+                                       targets[..., None], 1.0 - eps + other_weight,
+                                       other_weight, floor)
+    loss = weighted_loss(total, weighted, weights)
+    return xp.asarray(loss), ShiftedLogits(logits, row_max), total[..., None]
 
 
 @fusion.fused("cross_entropy_backward")
-def smoothed_cross_entropy_gradient(exps, total, ids, target, row_weight, dloss, eps, eps_per_id):
-    """dlogits = (p - q) * weight * dloss, p = exps / Z, q = (1 - eps) [v = target] + eps / V.
-    (q by ``where``: a comparison times a Python number would be float64.)"""
+def smoothed_cross_entropy_gradient(logits, row_max, total, ids, target, row_weight, dloss, eps,
+                                    eps_per_id):
+    """dlogits = (p - q) * weight * dloss, p = exp(logit - m) / Z,
+    q = (1 - eps) [v = target] + eps / V: the exponentials computed again
+    here, not read from memory. (q by ``where``: a comparison times a
+    Python number would be float64.)"""
+    xp = backend.get_xp()
+    p = xp.exp(logits - row_max) / total
+    p_less_q = xp.where(ids == target, p - (1.0 - eps + eps_per_id), p - eps_per_id)
+    return p_less_q * (row_weight * dloss)
+
+
+@fusion.fused("cross_entropy_backward_kept")
+def smoothed_cross_entropy_gradient_kept(exps, total, ids, target, row_weight, dloss, eps,
+                                         eps_per_id):
+    """``smoothed_cross_entropy_gradient`` from exponentials a forward kept
+    (the reference's or the fast version's): p = exps / Z."""
     p = exps / total
     p_less_q = backend.get_xp().where(ids == target, p - (1.0 - eps + eps_per_id), p - eps_per_id)
     return p_less_q * (row_weight * dloss)
 
 
 def smoothed_cross_entropy_backward_device(dloss, exps, total, targets, weights, eps):
-    """The reference's dlogits as one fused kernel."""
-    vocab_size = exps.shape[-1]
+    """The reference's dlogits as one fused kernel: from the logits where
+    ``exps`` is a ``ShiftedLogits`` (the device forward's), else from the
+    array of exponentials a forward kept."""
+    kept = not isinstance(exps, ShiftedLogits)
+    vocab_size = exps.shape[-1] if kept else exps.logits.shape[-1]
     ids = vocabulary_ids(vocab_size)  # v, to compare with each row's target
-    return smoothed_cross_entropy_gradient(exps, total, ids, targets[..., None],
-                                           weights[..., None], dloss, eps, eps / vocab_size)
+    rest = (ids, targets[..., None], weights[..., None], dloss, eps, eps / vocab_size)
+    if kept:
+        return smoothed_cross_entropy_gradient_kept(exps, total, *rest)
+    return smoothed_cross_entropy_gradient(exps.logits, exps.shift, total, *rest)
 
 
 _vocabularies = {}  # (backend name, V) -> the ids 0 .. V-1, made once: a constant

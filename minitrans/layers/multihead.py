@@ -102,7 +102,9 @@ class MultiHeadAttention(Module):
         batch, count, length, _ = heads.shape
         return heads.swapaxes(1, 2).reshape(batch, length, count * self.d_k)
 
-    def forward(self, x, memory=None, mask=None, offset=0):
+    def forward(self, x, memory=None, mask=None, offset=0, add_bias=True):
+        """``add_bias=False``: out without b_O, for an ``AddNorm`` that adds it
+        inside its own kernel (``output_bias``); the backward is the same."""
         self._check_input("x", x, x)
         checks.check_int("offset", offset, low=0)
         is_self_attention = memory is None
@@ -121,9 +123,14 @@ class MultiHeadAttention(Module):
                 heads, grouped_backward = self.attention.forward(Q, K, V, mask=mask), None
             else:  # K, V repeated for each group (or its queries stacked): layers.grouped
                 heads, grouped_backward = grouped_attention(self, Q, K, V, mask)
-            out = self.W_O.forward(self.merge_heads(heads))  # (B, T_q, d_model)
+            out = self.W_O.forward(self.merge_heads(heads), add_bias)  # (B, T_q, d_model)
         self.cache = is_self_attention, offset, grouped_backward
         return out
+
+    def output_bias(self):
+        """b_O, which ``forward(..., add_bias=False)`` leaves to the caller
+        (None without biases)."""
+        return self.W_O.params.get("b")
 
     # AddNorm passes backward the residual's gradient as ``add_to``, to add dx
     # into, on a device only: there the first product of dx adds into it
@@ -131,9 +138,13 @@ class MultiHeadAttention(Module):
     # terms then runs in another order than dx + add_to, so NumPy keeps that
     residual_add_to = "device"
 
-    def backward(self, dout, add_to=None):
+    def backward(self, dout, add_to=None, memory_add_to=None):
         """dx (self-attention) or (dx, dmemory); given ``add_to`` (an array
-        of x's shape), dx is added into it and ``add_to`` returned in its place."""
+        of x's shape), dx is added into it and ``add_to`` returned in its place.
+        Cross-attention given ``memory_add_to`` (memory's gradient so far, from
+        other layers that read it) adds dmemory into it, inside W_K's product,
+        and returns it as dmemory: there dmemory_so_far + dK W_K^T + dV W_V^T,
+        in that order."""
         is_self_attention, offset, grouped_backward = self.saved()
         dheads = self.split_heads(self.W_O.backward(dout))  # (B, h, T_q, d_k)
         if grouped_backward is None:
@@ -144,9 +155,10 @@ class MultiHeadAttention(Module):
             with checks.inputs_checked():  # gradients made here: no pass to check them
                 dQ = self.rotary.rotate(dQ, offset, inverse=True)
                 dK = self.rotary.rotate(dK, offset, inverse=True)
-        # (B, T_k, d_model); for self-attention the sum of dx starts in add_to, if given
+        # (B, T_k, d_model); for self-attention the sum of dx starts in add_to, if
+        # given, for cross-attention the sum of dmemory in memory_add_to
         dmemory = self.W_K.backward(self.merge_heads(dK),
-                                    add_to=add_to if is_self_attention else None)
+                                    add_to=add_to if is_self_attention else memory_add_to)
         self.W_V.backward(self.merge_heads(dV), add_to=dmemory)  # dmemory += dV W_V^T
         if is_self_attention:  # x was the queries, the keys and the values:
             # dx = dQ W_Q^T + dmemory, added into dmemory (a sum of two, in either order)
@@ -184,12 +196,13 @@ class MultiHeadAttention(Module):
             K = self.rotary.rotate(K, offset)
         return K, self.split_heads(self.W_V.forward(memory), self.kv_heads)
 
-    def attend(self, x, K, V, mask=None, offset=0):
+    def attend(self, x, K, V, mask=None, offset=0, add_bias=True):
         """Attention of the queries of ``x`` (B, T_q, d_model), at positions
         offset .. offset + T_q - 1, over given K, V (B, kv_heads, T_k, d_k).
 
-        The inference half of ``forward`` (its result is not for ``backward``);
-        the weights are still available in ``attention.attention_weights``.
+        The inference half of ``forward`` (its result is not for ``backward``,
+        ``add_bias`` is forward's); the weights are still available in
+        ``attention.attention_weights``.
         """
         Q = self._queries(x, offset)
         mask = self._heads_mask(mask, Q, K)
@@ -197,7 +210,7 @@ class MultiHeadAttention(Module):
             heads = self.attention.forward(Q, K, V, mask=mask)
         else:  # each key/value head of the cache read in place, not copied g times
             heads, _ = grouped_attention.fast(self, Q, K, V, mask)
-        return self.W_O.forward(self.merge_heads(heads))
+        return self.W_O.forward(self.merge_heads(heads), add_bias)
 
     def _queries(self, x, offset):
         """Q = x W_Q + b_Q as heads (B, h, T_q, d_k), rotated with rotary positions."""

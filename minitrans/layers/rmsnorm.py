@@ -4,7 +4,9 @@ Llama and most language models after it."""
 from minitrans.core import backend, checks, fusion, kernels
 from minitrans.core.products import add_column_sums
 from minitrans.layers import init
-from minitrans.layers.layernorm import add_into, mean_dx_hat_x_hat, sum_inputs, zeros_like
+from minitrans.layers.layernorm import (
+    NO_BIAS, add_into, mean_dx_hat_x_hat, sum_inputs, zeros_like,
+)
 from minitrans.layers.module import Module
 from minitrans.ops.sums import dot_last_fast, dot_leading_fast
 
@@ -69,11 +71,13 @@ class RMSNorm(Module):
         y, self.cache = rms_norm(x, self.params["g"], self.eps)
         return y
 
-    def forward_of_sum(self, x, residual):
+    def forward_of_sum(self, x, residual, bias=None):
         """RMSNorm(x + residual), the post-norm residual connection's
-        (``AddNorm``); the backward, from x_hat and 1 / rms, is ``backward``'s."""
-        x, residual = sum_inputs(self.d_model, self.params["g"].dtype, x, residual)
-        y, self.cache = rms_norm_of_sum(x, residual, self.params["g"], self.eps)
+        (``AddNorm``), or given ``bias`` RMSNorm(x + bias + residual), as
+        ``LayerNorm.forward_of_sum``; the backward, from x_hat and 1 / rms,
+        is ``backward``'s."""
+        x, residual = sum_inputs(self.d_model, self.params["g"].dtype, x, residual, bias)
+        y, self.cache = rms_norm_of_sum(x, residual, self.params["g"], self.eps, bias)
         return y
 
     def backward(self, dy):
@@ -131,23 +135,24 @@ def rms_norm_backward_fast(dy, g, x_hat, inv_rms, grads=None):
 # The mean over the last axis is a fused reduction (minitrans.core.fusion),
 # with the element-wise work around it in the same kernel: two launches
 # forward; backward two and one more for dg, added into its array. The
-# norm of a sum x + residual is the same two, each adding the terms as it reads them.
+# norm of a sum x + residual (x + bias + residual) is the same two, each
+# adding the terms as it reads them, as LayerNorm's (NO_BIAS: see there).
 
 
 @fusion.fused("rms_norm_inverse_rms")
-def inverse_rms(x, eps, inv_d, residual=0.0):
+def inverse_rms(x, eps, inv_d, residual=0.0, bias=NO_BIAS):
     """1 / rms, (...,): mean(x^2) + eps = sum of (x^2 + eps) / D (eps goes in
     before the sum: after it only the sum itself may take part). Given a
-    residual, of the sum x + residual, added here as x is read."""
+    residual (and a bias), of the sum x + bias + residual, added here as x is read."""
     xp = backend.get_xp()
-    total = x + residual
+    total = x + bias + residual
     return 1.0 / xp.sqrt(xp.sum((total * total + eps) * inv_d, axis=-1))
 
 
 @fusion.fused("rms_norm_scale")
-def normalise_scale(x, inv_rms, g, residual=0.0):
-    """x_hat = x / rms,  y = g * x_hat (x + residual for x)."""
-    x_hat = (x + residual) * inv_rms
+def normalise_scale(x, inv_rms, g, residual=0.0, bias=NO_BIAS):
+    """x_hat = x / rms,  y = g * x_hat (x + bias + residual for x)."""
+    x_hat = (x + bias + residual) * inv_rms
     return x_hat * g, x_hat
 
 
@@ -158,17 +163,19 @@ def rms_norm_device(x, g, eps):
     return y, (x_hat, inv_rms)
 
 
-def rms_norm_of_sum_reference(x, residual, g, eps):
-    """RMSNorm(x + residual): the sum, then the norm of the active set (the
-    pair is its own fast version, as ``layernorm.layer_norm_of_sum``)."""
-    return rms_norm(x + residual, g, eps)
+def rms_norm_of_sum_reference(x, residual, g, eps, bias=None):
+    """RMSNorm(x + residual), or given ``bias`` RMSNorm(x + bias + residual):
+    the sum, then the norm of the active set (the pair is its own fast
+    version, as ``layernorm.layer_norm_of_sum``)."""
+    return rms_norm(x + residual if bias is None else x + bias + residual, g, eps)
 
 
-def rms_norm_of_sum_device(x, residual, g, eps):
-    """The two kernels of ``rms_norm_device``, each adding x + residual as it
-    reads x: the sum costs no launch and no array."""
-    inv_rms = inverse_rms(x, eps, 1.0 / x.shape[-1], residual)[..., None]  # (..., 1), a view
-    y, x_hat = normalise_scale(x, inv_rms, g, residual)
+def rms_norm_of_sum_device(x, residual, g, eps, bias=None):
+    """The two kernels of ``rms_norm_device``, each adding x + residual (x +
+    bias + residual) as it reads x: the sum costs no launch and no array."""
+    terms = (residual, NO_BIAS if bias is None else bias)
+    inv_rms = inverse_rms(x, eps, 1.0 / x.shape[-1], *terms)[..., None]  # (..., 1), a view
+    y, x_hat = normalise_scale(x, inv_rms, g, *terms)
     return y, (x_hat, inv_rms)
 
 

@@ -54,7 +54,9 @@ class SwiGLUFeedForward(Module):
         self.W_up = Linear(d_model, d_ff, bias=bias, rng=rng)
         self.W_down = Linear(d_ff, d_model, bias=bias, rng=rng)
 
-    def forward(self, x):
+    def forward(self, x, add_bias=True):
+        """``add_bias=False``: y without b_down, for an ``AddNorm`` that adds
+        it inside its own kernel (``output_bias``); the backward is the same."""
         checks.check_array("x", x, min_ndim=1, last_dim=self.d_model)
         checks.check_finite("x", x)
         with checks.inputs_checked():  # the three Linear layers need not check again
@@ -62,7 +64,12 @@ class SwiGLUFeedForward(Module):
             u = self.W_up.forward(x)  # (..., d_ff)
             m, silu, s = swiglu_gate(a, u)
             self.cache = silu, u, s
-            return self.W_down.forward(m)
+            return self.W_down.forward(m, add_bias)
+
+    def output_bias(self):
+        """b_down, which ``forward(x, add_bias=False)`` leaves to the caller
+        (None without biases, as Llama's)."""
+        return self.W_down.params.get("b")
 
     def backward(self, dy):
         silu, u, s = self.saved()

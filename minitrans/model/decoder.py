@@ -71,25 +71,30 @@ class DecoderLayer(Module):
         ``cache`` (a KVCache this call extends) and the precomputed cross-
         attention keys and values ``memory_kv``. Inference only."""
 
-        def self_attention(z):
+        # add_bias: False where the AddNorm adds the output bias itself (AddNorm.infer)
+        def self_attention(z, add_bias=True):
             offset = cache.length  # the absolute position of z's first row (rotary positions)
             cache.append(*self.self_attn.keys_values(z, offset))
             mask = _new_positions_mask(z.shape[1], cache.length)
-            return self.self_attn.attend(z, cache.keys, cache.values, mask=mask, offset=offset)
+            return self.self_attn.attend(z, cache.keys, cache.values, mask=mask, offset=offset,
+                                         add_bias=add_bias)
 
-        def cross_attention(z):
-            return self.cross_attn.attend(z, *memory_kv, mask=memory_mask)
+        def cross_attention(z, add_bias=True):
+            return self.cross_attn.attend(z, *memory_kv, mask=memory_mask, add_bias=add_bias)
 
-        x = self.self_attn_norm.infer(x, self_attention)
+        x = self.self_attn_norm.infer(x, self_attention, self.self_attn)
         if self.cross_attn is not None:
-            x = self.cross_attn_norm.infer(x, cross_attention)
-        return self.feed_forward_norm.infer(x, self.feed_forward.forward)
+            x = self.cross_attn_norm.infer(x, cross_attention, self.cross_attn)
+        return self.feed_forward_norm.infer(x, self.feed_forward.forward, self.feed_forward)
 
-    def backward(self, dy):
+    def backward(self, dy, dmemory=None):
+        """dx, or (dx, dmemory) with cross-attention; given ``dmemory``, the
+        memory's gradient from the layers above, this layer's is added into
+        it (inside the cross-attention's product) and it is returned."""
         dx = self.feed_forward_norm.backward(dy)
         if self.cross_attn is None:
             return self.self_attn_norm.backward(dx)
-        dx, dmemory = self.cross_attn_norm.backward(dx)
+        dx, dmemory = self.cross_attn_norm.backward(dx, memory_add_to=dmemory)
         return self.self_attn_norm.backward(dx), dmemory
 
 
@@ -148,9 +153,14 @@ class Decoder(Module):
             for layer in reversed(self.layers):
                 dy = layer.backward(dy)
             return dy
+        # memory feeds every layer: the sum of their gradients (the first one as it is)
         dmemory = None
         for layer in reversed(self.layers):
+            if dmemory is not None and backend.on_device():
+                # added into the sum inside the layer's product, a launch saved; it adds
+                # in another order than the line below, so NumPy keeps that one's bits
+                dy, dmemory = layer.backward(dy, dmemory)
+                continue
             dy, dmemory_layer = layer.backward(dy)
-            # memory feeds every layer: the sum of their gradients (the first one as it is)
             dmemory = dmemory_layer if dmemory is None else dmemory + dmemory_layer
         return dy, dmemory

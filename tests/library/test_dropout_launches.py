@@ -78,3 +78,22 @@ def test_a_step_of_masks_agrees_between_the_cpu_and_the_device():
         np.testing.assert_array_equal(cpu, device)
     dropped = outputs[0][0] == 0
     assert dropped.any() and not dropped.all()
+
+
+def test_a_sublayers_bias_is_added_in_the_same_kernel_with_the_same_mask(strict):
+    """forward_added(x, residual, bias): one launch, and the bits of the
+    sum with x + bias made first, under the mask drawn without a bias."""
+    x, residual, bias = normal(4, 5, 8), normal(4, 5, 8) * 2.0, normal(8)
+    with_bias, without = Dropout(0.3, rng=0), Dropout(0.3, rng=0)
+    with_bias(x)  # the counter is made
+    without(x)
+    assert places(lambda: with_bias.forward_added(x, residual, bias)) == [
+        "fused residual_bias_dropout_forward"]
+    with_bias.reset_rng(step=2)
+    without.reset_rng(step=2)
+    total = minitrans.to_numpy(with_bias.forward_added(x, residual, bias))
+    expected = minitrans.to_numpy(without.forward_added(x + bias, residual))
+    np.testing.assert_array_equal(total, expected)
+    dropped = minitrans.to_numpy(with_bias.saved()[0]) == 0
+    np.testing.assert_array_equal(dropped, minitrans.to_numpy(without.saved()[0]) == 0)
+    assert dropped.any() and not dropped.all()

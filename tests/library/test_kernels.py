@@ -26,7 +26,8 @@ import pytest
 import minitrans
 from minitrans.core import backend, fusion, kernels
 from minitrans.layers import (  # noqa: F401  (the modules of the pairs)
-    dropout, embedding, feedforward, grouped, layernorm, loss, rmsnorm, rotary, swiglu,
+    dropout, embedding, feedforward, grouped, layernorm, loss, loss_device, rmsnorm, rotary,
+    swiglu,
 )
 from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.ops import activations, softmax, sums  # noqa: F401  (the modules of the pairs)
@@ -84,10 +85,11 @@ def _loss_inputs(d, shape, vocab_size, scale, pad=True):
 
 def _loss(k, d, shape, vocab_size, scale, eps=0.1):
     """The loss and p = exps / total: the versions may shift the exponents
-    by different constants, which the ratio cancels."""
+    by different constants, which the ratio cancels (the device version
+    names its exps, ``loss_device.ShiftedLogits``: ``exponentials`` forms them)."""
     logits, targets, weights = _loss_inputs(d, shape, vocab_size, scale)
-    loss, exps, total = k(logits, targets, weights, eps, backend.get_xp().empty_like(logits))
-    return loss, exps / total
+    loss_value, exps, total = k(logits, targets, weights, eps, backend.get_xp().empty_like(logits))
+    return loss_value, loss_device.exponentials(exps) / total
 
 
 def _loss_shifted_rows(k, d, offsets, vocab_size=13, eps=0.1):
@@ -98,13 +100,30 @@ def _loss_shifted_rows(k, d, offsets, vocab_size=13, eps=0.1):
     logits = logits + backend.from_host(np.array(offsets))[:, None]
     loss_value, exps, total = k(logits, targets, weights, eps,
                                 backend.get_xp().empty_like(logits))
-    return loss_value, exps / total
+    return loss_value, loss_device.exponentials(exps) / total
 
 
-def _loss_backward(k, d, shape, vocab_size, dloss, eps=0.1):
+def _loss_backward(k, d, shape, vocab_size, dloss, eps=0.1, named=False):
+    """dlogits from the reference forward's exps, an array, or (``named``)
+    from them named as the device forward names them: the logits and their
+    row maxima, which every version must take."""
     logits, targets, weights = _loss_inputs(d, shape, vocab_size, 3.0)
     _, exps, total = loss.smoothed_cross_entropy.reference(logits, targets, weights, eps)
+    if named:
+        exps = loss_device.ShiftedLogits(logits, logits.max(axis=-1, keepdims=True))
     return (k(dloss, exps, total, targets, weights, eps),)
+
+
+def _loss_out_of_range(k, d, eps):
+    """A target outside [0, V) (the layer refuses it after the loss): no
+    version may index with it; only the rows of the other targets are
+    compared, their shares of the loss through p and the loss of a batch
+    whose weights leave the bad row out."""
+    logits, targets, weights = _loss_inputs(d, (4,), 9, 2.0, pad=False)
+    targets[1], weights[1] = 9 + 3, 0.0  # out of range, and weighted 0
+    loss_value, exps, total = k(logits, targets, weights, eps, backend.get_xp().empty_like(logits))
+    p = loss_device.exponentials(exps) / total
+    return loss_value, p
 
 
 # -- helper D's cases: gradients added into, and the loss's token weights
@@ -274,11 +293,15 @@ CASES = {
         lambda k, d: _loss_shifted_rows(k, d, [0.0, 150.0, 3.0]),  # one row overflows
         lambda k, d: _loss_shifted_rows(k, d, [-150.0, -200.0]),  # every exp underflows
         lambda k, d: _loss_shifted_rows(k, d, [50.0, -50.0]),  # near the edges
+        lambda k, d: _loss_out_of_range(k, d, 0.1),  # nothing indexes with a bad target
+        lambda k, d: _loss_out_of_range(k, d, 0.0),
     ],
     "smoothed_cross_entropy_backward": [
         lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0),
         lambda k, d: _loss_backward(k, d, (1, 2), 70, 0.5),
         lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0, eps=0.0),
+        lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0, named=True),
+        lambda k, d: _loss_backward(k, d, (1, 2), 70, 0.5, eps=0.0, named=True),
     ],
     # -- helper D's cases
     "token_weights": [lambda k, d: _token_weights(k, d, (3, 5), 0),
@@ -534,3 +557,32 @@ def test_the_error_message_names_the_kernels_argument():
     with pytest.raises(ValueError) as info:
         minitrans.use(kernels=3)
     assert_names(info, "kernels", "3")
+
+
+# -- helper G's cases: a sub-layer's last bias added by its AddNorm's kernels
+# (layers/add_norm.py bias_left_to_add_norm): dropout's residual sum and a
+# norm of a residual connection's sum, each given the bias as a third term
+def _draw_and_dropout_with_bias(k, d, shape):
+    """(residual + (x + b) * m / (1 - p), m as float64), on the fast set."""
+    residual, x, bias = d.normal(*shape), d.normal(*shape), d.normal(shape[-1])
+    with minitrans.using(kernels="fast"):
+        y, keep = k(residual, x, stream_key(5), 0.3, bias)
+    return y, minitrans.to_numpy(keep).astype(np.float64)
+
+
+def _norm_of_sum_with_bias(k, d, shape, params):
+    """(y, x_hat, 1 / std or 1 / rms) of the norm of x + bias + residual."""
+    x, residual = d.normal(*shape, scale=4.0, shift=2.0), d.normal(*shape, scale=3.0)
+    bias = d.normal(shape[-1], scale=2.0)
+    y, (x_hat, inv_scale) = k(x, residual, *(d.normal(shape[-1]) for _ in range(params)), 1e-5,
+                              bias)
+    return y, x_hat, inv_scale
+
+
+CASES["residual_dropout_forward"] += [
+    lambda k, d: _draw_and_dropout_with_bias(k, d, (3, 5, 8)),
+    lambda k, d: _draw_and_dropout_with_bias(k, d, (2, 3, 3))]
+CASES["layer_norm_of_sum"] += [lambda k, d: _norm_of_sum_with_bias(k, d, (3, 5, 16), 2),
+                               lambda k, d: _norm_of_sum_with_bias(k, d, (1, 1, 8), 2)]
+CASES["rms_norm_of_sum"] += [lambda k, d: _norm_of_sum_with_bias(k, d, (3, 5, 16), 1),
+                             lambda k, d: _norm_of_sum_with_bias(k, d, (1, 1, 8), 1)]

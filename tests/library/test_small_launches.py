@@ -1,9 +1,9 @@
 """The small launches around the model on a device, each family cut to what
 it needs: the range check of token ids, the decoder's mask, the embedding's
 scale with the positions' add, the copy of Adam's step values, the loss's
-ids 0..V-1, a batch's copy to the device. Each test counts the launches on the strict backend, shows that
-the old way (planted back) launches more, and checks the numbers against the
-numpy backend's, which runs as before.
+ids 0..V-1, a batch's copy to the device. Each test counts the launches on
+the strict backend, shows that the old way (planted back) launches more,
+and checks the numbers against the numpy backend's, which runs as before.
 """
 
 import numpy as np
@@ -136,7 +136,7 @@ def one_layer_state():
 
 
 def test_the_step_values_go_straight_from_the_host_in_one_transfer(strict):
-    flat, values = one_layer_state(), [0.01, 1.0 / 0.1, 1.0 / 0.001, 1e-4]
+    flat, values = one_layer_state(), [0.01, 1.0 / 0.1, 1.0 / 0.001, 1e-4, 0.5]
     assert places(lambda: flat.write_step_values(values)) == ["transfer (set)"]
     assert np.array_equal(minitrans.to_numpy(flat.step_values), np.float32(values))
     assert places(lambda: write_step_values_as_before(flat, values)) == [
@@ -146,8 +146,8 @@ def test_the_step_values_go_straight_from_the_host_in_one_transfer(strict):
 def test_the_step_values_on_numpy_are_the_same_numbers():
     with minitrans.using("numpy", dtype="float32"):
         flat = one_layer_state()
-        flat.write_step_values([0.1, 1.0 / 3.0, 7, 1e-9])
-        assert np.array_equal(flat.step_values, np.float32([0.1, 1.0 / 3.0, 7, 1e-9]))
+        flat.write_step_values([0.1, 1.0 / 3.0, 7, 1e-9, 0.5])
+        assert np.array_equal(flat.step_values, np.float32([0.1, 1.0 / 3.0, 7, 1e-9, 0.5]))
 
 
 def test_strict_set_refuses_what_cupy_refuses(strict):

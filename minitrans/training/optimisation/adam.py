@@ -19,7 +19,7 @@ import threading
 from minitrans.core import backend, checks, kernels
 from minitrans.training.optimisation.adam_device import (
     adam_step_values, adam_update_device, adam_update_flat_device)
-from minitrans.training.optimisation.flat_state import FlatState
+from minitrans.training.optimisation.flat_state import STEP_VALUES, FlatState
 from minitrans.training.optimisation.optimizer import Optimizer, block
 
 
@@ -117,7 +117,8 @@ class Adam(Optimizer):
     that size the per-parameter update, in blocks and on threads, is
     faster (both timed: benchmarks/results/adam_threads/). On a device the
     parameters become views of a fourth flat array too, and the whole
-    update is one fused kernel (``adam_update_flat_device``).
+    update is one fused kernel (``adam_update_flat_device``), which also
+    applies gradient clipping's scale (``scale_gradients``).
     """
 
     FLAT_NUMBERS = Optimizer.THREADED_NUMBERS
@@ -134,16 +135,36 @@ class Adam(Optimizer):
         self.eps, self.weight_decay = float(eps), float(weight_decay)
         self.m, self.v = {}, {}
         self._flat = None  # the FlatState of the last flat step
+        self.gradient_scale = 1.0  # a scale the next flat device step applies (scale_gradients)
         self._scratch = {}  # thread id: that thread's scratch array (see _scratch_like)
 
     def zero_grad(self):
+        self.gradient_scale = 1.0  # it was for the gradients being zeroed
         if self._current_flat() is not None:
             self._flat.grad.fill(0)  # every gradient is a view of it
         else:
             super().zero_grad()
 
+    def scale_gradients(self, scale):
+        """Gradient clipping's scale. On a device with the flat state it is
+        only recorded, in ``gradient_scale``, and the next step's one kernel
+        multiplies each gradient by it as it reads it: a pass over the
+        gradients fewer. Until that step the gradients keep their values
+        (``clipping.global_grad_norm`` counts the scale in). Elsewhere every
+        gradient is scaled in place, as any optimiser's."""
+        if backend.on_device() and self._current_flat() is not None:
+            self.gradient_scale *= scale
+        else:
+            super().scale_gradients(scale)
+
     def update_all(self, lr):
         flat = self._flat_state() if kernels.active() == "fast" else None
+        if flat is not None and backend.on_device():
+            self._update_flat(flat, lr)  # the recorded scale goes in with the step values
+            return
+        if self.gradient_scale != 1.0:  # recorded, but this step does not read it: apply it
+            super().scale_gradients(self.gradient_scale)
+            self.gradient_scale = 1.0
         if flat is None:
             super().update_all(lr)
         else:
@@ -164,6 +185,7 @@ class Adam(Optimizer):
         if backend.on_device():
             self.write_step_values(lr)
             self.flat_device_step()
+            self.gradient_scale = 1.0  # applied
             return
         block_size = self.BLOCK_BYTES // flat.grad.itemsize
         for grad, m, v, step in flat.blocks(block_size):
@@ -173,12 +195,13 @@ class Adam(Optimizer):
             apply_adam_step(param, step, lr, self.weight_decay)
 
     def write_step_values(self, lr):
-        """On a device: the numbers of this step (``adam_step_values``) into
-        the flat state's ``step_values``, the copy from the host that
-        ``flat_device_step`` needs first (a CUDA graph of that step would run
-        after it)."""
+        """On a device: the numbers of this step (``adam_step_values``, with
+        ``gradient_scale``) into the flat state's ``step_values``, the copy
+        from the host that ``flat_device_step`` needs first (a CUDA graph of
+        that step would run after it)."""
         self._flat.write_step_values(adam_step_values(
-            self.step_count, lr, (self.beta1, self.beta2), self.weight_decay))
+            self.step_count, lr, (self.beta1, self.beta2), self.weight_decay,
+            self.gradient_scale))
 
     def flat_device_step(self):
         """The flat update on a device: one fused kernel over the flat
@@ -189,15 +212,17 @@ class Adam(Optimizer):
         (tests/library/test_capture.py)."""
         flat = self._flat
         # slices, views of shape (1,): an integer index would copy on NumPy
-        lr, m_hat_scale, v_hat_scale, decay = (flat.step_values[i:i + 1] for i in range(4))
+        lr, m_hat_scale, v_hat_scale, decay, grad_scale = (
+            flat.step_values[i:i + 1] for i in range(STEP_VALUES))
         adam_update_flat_device(flat.param, flat.grad, flat.m, flat.v, flat.decay_mask,
                                 self.beta1, self.beta2, lr, m_hat_scale, v_hat_scale, self.eps,
-                                decay)
+                                decay, grad_scale)
 
     def flat_gradient(self):
         """The flat array every gradient is a view of, or None where the
-        gradients are arrays of their own (``optimisation.clipping`` scales
-        it in one pass)."""
+        gradients are arrays of their own (``optimisation.clipping`` takes
+        the norm over it in one pass). On a device it holds the gradients
+        before ``gradient_scale``, which the next step applies."""
         flat = self._current_flat()
         return None if flat is None else flat.grad
 

@@ -37,26 +37,32 @@ def apply_adam_step_device(param, step, decay):
 
 @fusion.fused("adam_flat_update")
 def adam_update_flat_device(param, grad, m, v, decay_mask, beta1, beta2, lr, m_hat_scale,
-                            v_hat_scale, eps, decay):
+                            v_hat_scale, eps, decay, grad_scale):
     """``adam_step_device`` and then ``apply_adam_step_device``, in one
     kernel, with each number's decay ``decay * decay_mask``: decay_mask is 1
     where a number's parameter is decayed and 0 where it is not
-    (``flat_state.is_decayed``). The step never goes to memory."""
+    (``flat_state.is_decayed``). The step never goes to memory.
+
+    The gradient is multiplied by ``grad_scale`` as it is read (gradient
+    clipping's scale, 1 where nothing was clipped): the same product that
+    scaling the gradient in memory first would store, without that pass."""
+    grad = grad * grad_scale
     step = adam_step_device.body(grad, m, v, beta1, beta2, lr, m_hat_scale, v_hat_scale, eps)
     apply_adam_step_device.body(param, step, decay * decay_mask)
 
 
-def adam_step_values(t, lr, betas, weight_decay):
+def adam_step_values(t, lr, betas, weight_decay, grad_scale=1.0):
     """The numbers of step t that change with the step: lr, the bias
-    corrections 1 / (1 - beta1^t) and 1 / (1 - beta2^t), and AdamW's decay
-    factor lr * weight_decay."""
+    corrections 1 / (1 - beta1^t) and 1 / (1 - beta2^t), AdamW's decay
+    factor lr * weight_decay, and the scale of the gradients (gradient
+    clipping's; 1.0 where nothing was clipped)."""
     beta1, beta2 = betas
-    return [lr, 1.0 / (1.0 - beta1**t), 1.0 / (1.0 - beta2**t), lr * weight_decay]
+    return [lr, 1.0 / (1.0 - beta1**t), 1.0 / (1.0 - beta2**t), lr * weight_decay, grad_scale]
 
 
 def adam_step_of(grad, m, v, t, lr, betas, eps):
     """``adam_step_device`` at step t: the bias corrections worked out here."""
-    lr, m_hat_scale, v_hat_scale, _ = adam_step_values(t, lr, betas, 0.0)
+    lr, m_hat_scale, v_hat_scale = adam_step_values(t, lr, betas, 0.0)[:3]
     return adam_step_device(grad, m, v, *betas, lr, m_hat_scale, v_hat_scale, eps)
 
 

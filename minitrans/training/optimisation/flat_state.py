@@ -37,7 +37,7 @@ import itertools
 
 from minitrans.core import backend
 
-STEP_VALUES = 4  # how many numbers ``write_step_values`` takes
+STEP_VALUES = 5  # how many numbers ``write_step_values`` takes (``adam_step_values``)
 
 
 def is_decayed(name, param):
@@ -71,9 +71,10 @@ class FlatState:
         self.step = None if holds_parameters else xp.empty(total, dtype=dtype)
         self.decay_mask = self._decay_mask(params) if holds_parameters else None
         # On a device, the numbers that change with the step (the learning
-        # rate, the bias corrections, the decay), which the kernels read as
-        # arrays: written in place before each step, so that a CUDA graph of
-        # the kernels, which would freeze Python numbers, reads them anew
+        # rate, the bias corrections, the decay, the gradients' scale), which
+        # the kernels read as arrays: written in place before each step, so
+        # that a CUDA graph of the kernels, which would freeze Python
+        # numbers, reads them anew
         self.step_values = xp.zeros(STEP_VALUES, dtype=dtype)
         self.views = []  # per parameter: its (gradient, m, v, parameter or None) views
         for (name, module, key), param, (start, stop) in zip(slots, params, self.bounds):

@@ -75,6 +75,11 @@ class Optimizer:
         for _, module, key in self.slots:
             module.grads[key].fill(0)
 
+    def scale_gradients(self, scale):
+        """Multiply every gradient by ``scale`` (gradient clipping's), in place."""
+        for _, _, grad in self.named_parameters():
+            grad *= scale
+
     def step(self, lr=None):
         """One update with learning rate ``lr`` (default: the one given at
         construction); returns the learning rate used."""
