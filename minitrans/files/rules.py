@@ -116,7 +116,7 @@ def decode_text(path, raw):
                             "save the file as UTF-8")
     nul = raw.find(b"\0")
     if nul >= 0:
-        if _looks_like_utf16(raw):
+        if looks_like_utf16(raw):
             raise FileError(f"{path}: looks like UTF-16 without a byte-order mark (a NUL byte "
                             "at every other position); save the file as UTF-8")
         line = raw.count(b"\n", 0, nul) + 1
@@ -131,7 +131,7 @@ def decode_text(path, raw):
     return text.removeprefix("\ufeff")
 
 
-def _looks_like_utf16(raw):
+def looks_like_utf16(raw):
     """Latin text in UTF-16 is a NUL byte beside every letter: at the odd
     positions (little-endian) or the even ones (big-endian). Judged on the
     first 4096 bytes: at least half of one of the two positions is NUL."""

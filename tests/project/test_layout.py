@@ -29,6 +29,7 @@ LEVELS = ["core", "files", "ops", "layers", "model", "data", "decoding", "traini
 # (minitrans_course) is not held to this rule: its exercise checkers hand
 # learners plain NumPy arrays.
 HOST_MODULES = {"core/backend.py", "core/strict.py", "core/cupy_differences.py", "data/batches.py",
+                "data/text_corpus.py", "files/token_file.py",
                 "training/run_files/checkpoint.py", "files/checkpoint_file.py",
                 "files/safetensors_file.py", "training/finetune.py", "cli/generate.py"}
 HOST_PREFIXES = ("gradcheck/",)  # the checker works on host copies, in float64
