@@ -14,9 +14,10 @@ import os
 
 import numpy as np
 
-from minitrans.cli import flags, pretrained_folder, text_input
+from minitrans.cli import flags, pretrained_folder, text_input, text_model
 from minitrans.core import backend
 from minitrans.data import BOS_ID, EOS, pad
+from minitrans.data.tasks import TEXT
 from minitrans.decoding import generate as continue_prompt
 from minitrans.decoding.input_checks import check_rows_fit, room_after_prompt
 from minitrans.decoding.sampling import FirstIdsOnly
@@ -145,9 +146,11 @@ def run_generate(args):
             "use 'minitrans translate' for it (generate continues a prompt with "
             "a decoder-only model)"
         )
+    prompts = [args.prompt] if args.prompt is not None else text_input.input_lines()
+    if task.name == TEXT:  # trained on a text's windows: no <bos>
+        return text_model.generate_text(args, model, task, prompts)
     check_rows_fit("--samples", args.samples, model.config, what="samples")  # before any work
     rng = backend.device_rng(args.seed)  # one generator for every prompt: a seed, one output
-    prompts = [args.prompt] if args.prompt is not None else text_input.input_lines()
     for text in prompts:
         tokens = task.tokenizer.split(text)
         room = room_after_prompt(len(tokens), model.config.max_len, "--max-tokens",

@@ -1,8 +1,9 @@
 """``minitrans translate`` and ``minitrans evaluate``: use a trained
 encoder-decoder checkpoint."""
 
-from minitrans.cli import flags, text_input
+from minitrans.cli import flags, text_input, text_model
 from minitrans.data import UNK, read_tsv
+from minitrans.data.tasks import TEXT
 from minitrans.training.optimisation import evaluation
 from minitrans.training import experiment
 
@@ -32,14 +33,18 @@ def add_translate_parser(commands):
 
 def add_evaluate_parser(commands):
     evaluate = commands.add_parser(
-        "evaluate", help="exact match and BLEU of a checkpoint on a TSV file",
+        "evaluate", help="exact match and BLEU of a checkpoint on a TSV file (a text model: "
+        "its loss on a text)",
         description="Decode the sources of a TSV file greedily and print the exact match and "
-        "BLEU against its targets.",
+        "BLEU against its targets. With a model trained on a text (train text), --data is a "
+        "UTF-8 text: print its mean cross-entropy in nats per token and bits per character "
+        "over every full window of the model's positions.",
         formatter_class=flags.HelpFormatter,
     )
     flags.add_checkpoint(evaluate)
     evaluate.add_argument("--data", required=True,
-                          help="test pairs, one 'source<TAB>target' per line, UTF-8 (required)")
+                          help="test pairs, one 'source<TAB>target' per line, UTF-8; for a "
+                          "text model, a UTF-8 text (required)")
     evaluate.add_argument("--show-errors", type=flags.non_negative_int, default=0, metavar="N",
                           help="list up to N wrong predictions beside their references (default 0)")
     flags.add_device(evaluate)
@@ -67,6 +72,8 @@ def run_translate(args):
 def run_evaluate(args):
     flags.use_device(args)
     model, task = experiment.load_trained(args.checkpoint)
+    if task.name == TEXT:  # a model of a text: its loss over the text's windows
+        return text_model.evaluate_text(args, model, task)
     pairs = read_tsv(args.data)
     accuracy, predictions = evaluation.exact_match(model, task, pairs)
     references = [evaluation.reference_text(task, target) for _, target in pairs]

@@ -35,6 +35,9 @@ from minitrans.data.vocab import Vocab
 
 KINDS = ("seq2seq", "lm")
 CORPUS = "corpus"  # the name of a task read from a user's TSV corpus
+# A model trained from scratch on a user's plain text (data.text_corpus):
+# no pairs, so not one of TASKS; the command line's ``train text --data FILE``.
+TEXT = "text"
 
 
 @dataclasses.dataclass

@@ -1,5 +1,6 @@
 """A plain text to train a decoder-only model on, character by character, as
-nanoGPT's Tiny Shakespeare: its vocabulary, its ids on disk, its windows.
+nanoGPT's Tiny Shakespeare, or in byte-level BPE tokens learned from it
+(``data.byte_bpe_learning``): its vocabulary, its ids on disk, its windows.
 
     text file --character_counts--> Vocab (frequent characters first)
               --prepare_text------> train.npy, valid.npy (token files)
@@ -16,21 +17,29 @@ as uint32 numbers), never as a Python list of characters: one call of
 Without a held-out file the last tenth of the text, by characters, is
 held out (the first 90% trains); with one, every character in it must be
 in the training text's vocabulary, since a character never seen in
-training could never be predicted.
+training could never be predicted (bytes are never unseen: at level "bpe"
+any held-out text will do).
+
+At level "bpe" the number of ids is known only once the text is encoded:
+``data.text_parts`` writes those token files.
 """
 
 import contextlib
+import os
 from typing import NamedTuple
 
 import numpy as np
 
 from minitrans.core import backend, checks
+from minitrans.data import byte_bpe_learning as learning
 from minitrans.data.batches import Batch, to_device_together
+from minitrans.data.text_parts import refuse_too_short, write_encoded
 from minitrans.data.vocab import PAD_ID, SPECIAL_TOKENS, DataError, Vocab
 from minitrans.files.rules import short
 from minitrans.files.text_stream import text_chunks
 from minitrans.files.token_file import read_tokens, token_writer
 
+LEVELS = ("char", "bpe")  # a token a character; byte-level BPE learned from the text
 TRAIN_FILE, VALID_FILE = "train.npy", "valid.npy"
 HELD_OUT_TENTHS = 1  # without a held-out file: this many tenths of the text's characters
 EXAMPLES = 5  # unseen characters an error shows
@@ -111,22 +120,31 @@ class TextCorpus(NamedTuple):
     train: np.ndarray  # the training part's ids, memory-mapped from TRAIN_FILE
     valid: np.ndarray  # the held-out part's, from VALID_FILE
     description: str
+    tokenizer: object  # CharacterTable or byte_bpe_learning.ByteBPE: encode, decode
+    train_characters: int  # the characters of each part (bits per character)
+    valid_characters: int
 
 
-def prepare_text(path, folder, block_size, valid_path=None):
+def prepare_text(path, folder, block_size, valid_path=None, level="char", merges=None):
     """Read the text at ``path`` (and the held-out text at ``valid_path``),
     write their ids to ``folder``/train.npy and valid.npy, and map them back.
+    ``level``: "char", or "bpe" with up to ``merges`` merges learned from a
+    sample of the text (None: as long as a pair is seen twice).
 
     Refused (DataError or FileError, one line naming the file): a text of a
     single distinct character (nothing to learn), a training or held-out
     part shorter than one window plus one (``block_size + 1`` ids: a
     window's inputs and its targets, one place further), a held-out text
-    with characters the training text lacks."""
+    with characters the training text lacks (at level "char")."""
     checks.check_positive_int("block_size", block_size)
+    checks.check_choice("level", level, LEVELS)
+    checks.check_int("merges", merges, low=0, allow_none=True)
     counts = character_counts(path)
     if len(counts.codes) < 2:
         raise DataError(f"{path}: holds a single distinct character ({chr(counts.codes[0])!r}), "
                         "expected at least two: there would be nothing to predict")
+    if level == "bpe":
+        return prepare_bytes(path, folder, block_size, valid_path, counts.total(), merges)
     vocab = character_vocab(counts)
     table, total = CharacterTable(vocab), counts.total()
     train_out, valid_out = f"{folder}/{TRAIN_FILE}", f"{folder}/{VALID_FILE}"
@@ -144,7 +162,35 @@ def prepare_text(path, folder, block_size, valid_path=None):
         write_split(path, table, (train_out, train))
         write_split(valid_path, table, (valid_out, held))
         description = f"{distinct}; {held:,} held out in {valid_path}"
-    return TextCorpus(vocab, *read_token_files(folder, vocab, train, held), description)
+    return TextCorpus(vocab, *read_token_files(folder, vocab, train, held), description, table,
+                      train, held)
+
+
+def prepare_bytes(path, folder, block_size, valid_path, total, merges):
+    """``prepare_text`` at level "bpe" for the text at ``path`` of ``total``
+    characters: merges learned from its sample, then the text encoded."""
+    spans = learning.sample_spans(total)
+    tokenizer = learning.ByteBPE(learning.learn_byte_merges(
+        learning.text_sample(text_chunks(path), spans), merges))
+    train_out, valid_out = f"{folder}/{TRAIN_FILE}", f"{folder}/{VALID_FILE}"
+    if valid_path is None:
+        held = total * HELD_OUT_TENTHS // 10
+        sources = [(path, [(train_out, total - held, "the training part (the first 90%)"),
+                           (valid_out, held, "the held-out part (the last 10%)")])]
+    else:
+        sources = [(path, [(train_out, total, "the training text")]),
+                   (valid_path, [(valid_out, None, "the held-out text")])]
+    os.makedirs(folder, exist_ok=True)  # the temporary files of the ids go there
+    characters, ids = write_encoded(tokenizer, block_size, sources)
+    vocab, tokens = tokenizer.vocab, len(tokenizer.vocab) - len(SPECIAL_TOKENS)
+    held_out = (f"the last {characters[1]:,} characters" if valid_path is None else
+                f"{characters[1]:,} characters in {valid_path}")
+    description = (f"{total:,} characters of {path} in byte-level BPE: {tokens:,} tokens (the "
+                   f"256 bytes and {len(tokenizer.merges):,} "
+                   f"{learning.describe_sample(spans, total)}); {ids[0]:,} training ids; "
+                   f"{held_out} held out, {ids[1]:,} ids")
+    return TextCorpus(vocab, *read_token_files(folder, vocab, *ids), description, tokenizer,
+                      *characters)
 
 
 def read_token_files(folder, vocab, train_length=None, valid_length=None):
@@ -152,14 +198,6 @@ def read_token_files(folder, vocab, train_length=None, valid_length=None):
     wrote them), memory-mapped, each checked against ``vocab``."""
     return tuple(read_tokens(f"{folder}/{name}", len(vocab), length, low=len(SPECIAL_TOKENS))
                  for name, length in ((TRAIN_FILE, train_length), (VALID_FILE, valid_length)))
-
-
-def refuse_too_short(path, part, length, block_size):
-    """Refuse a ``part`` of the text too short for one window and its targets."""
-    if length < block_size + 1:
-        raise DataError(f"{path}: {part} holds {length:,} character{'s' * (length != 1)}, "
-                        f"expected at least {block_size + 1:,} (one window of block_size "
-                        f"{block_size:,}, plus one)")
 
 
 def held_out_length(valid_path, train_path, train_counts, block_size):

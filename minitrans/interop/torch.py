@@ -9,7 +9,9 @@
 ``TorchLanguageModel`` (see ``torch_modules``) from the model's config, in
 the model's floating-point dtype, and copies every weight. Given the same ids
 both compute the same logits: the test suite checks logits, loss and every
-gradient against autograd in float64.
+gradient against autograd in float64. The losses, optimisers and clipping to
+train the PyTorch model as minitrans trains (the paper's recipe and GPT's)
+are ``torch_training``'s, given here too.
 
 How the weights correspond (minitrans computes x W, PyTorch x W^T):
 
@@ -42,11 +44,13 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from minitrans.core import backend
 from minitrans.interop.torch_modules import TorchLanguageModel, TorchTransformer
+from minitrans.interop.torch_training import (
+    TokenCrossEntropy, clip_grad_norm, gpt_optimizer, gpt_schedule, paper_loss, paper_optimizer)
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
-from minitrans.training.optimisation.schedule import transformer_lr
 
 __all__ = ["to_torch", "from_torch", "parameter_links", "paper_optimizer", "paper_loss",
+           "gpt_optimizer", "gpt_schedule", "clip_grad_norm", "TokenCrossEntropy",
            "TorchTransformer", "TorchLanguageModel"]
 
 # ---------------------------------------------------------------- the table
@@ -110,7 +114,8 @@ def _attention_links(prefix, mha, torch_mha):
         if "b" in linear.params:  # minitrans has no key bias
             yield ParameterLink(f"{prefix}W_{name}.b", linear, "b", torch_mha.in_proj_bias, rows)
     yield ParameterLink(f"{prefix}W_O.W", mha.W_O, "W", torch_mha.out_proj.weight, transpose=True)
-    yield ParameterLink(f"{prefix}W_O.b", mha.W_O, "b", torch_mha.out_proj.bias)
+    if "b" in mha.W_O.params:  # bias=False: none
+        yield ParameterLink(f"{prefix}W_O.b", mha.W_O, "b", torch_mha.out_proj.bias)
 
 
 def _norm_links(prefix, norm, torch_norm):
@@ -123,7 +128,8 @@ def _feed_forward_links(prefix, ffn, torch_layer):
         ("W_1", ffn.W_1, torch_layer.linear1), ("W_2", ffn.W_2, torch_layer.linear2)
     ):
         yield ParameterLink(f"{prefix}{name}.W", linear, "W", torch_linear.weight, transpose=True)
-        yield ParameterLink(f"{prefix}{name}.b", linear, "b", torch_linear.bias)
+        if "b" in linear.params:
+            yield ParameterLink(f"{prefix}{name}.b", linear, "b", torch_linear.bias)
 
 
 def _layer_links(prefix, layer, torch_layer):
@@ -164,6 +170,9 @@ def _embedding_links(prefix, input_embedding, torch_embedding):
         yield ParameterLink(
             f"{prefix}embedding.W_E", embedding, "W_E", torch_embedding.embedding.weight
         )
+    positional = input_embedding.positional
+    if positional is not None and "P" in positional.params:  # learned positions
+        yield ParameterLink(f"{prefix}positional.P", positional, "P", torch_embedding.positions)
 
 
 def _output_projection_links(projection, torch_projection):
@@ -171,7 +180,8 @@ def _output_projection_links(projection, torch_projection):
         yield ParameterLink(
             "output_projection.W", projection, "W", torch_projection.weight, transpose=True
         )
-    yield ParameterLink("output_projection.b", projection, "b", torch_projection.bias)
+    if "b" in projection.params:  # output_bias=False: none
+        yield ParameterLink("output_projection.b", projection, "b", torch_projection.bias)
 
 
 def parameter_links(model, torch_model):
@@ -204,11 +214,11 @@ def _check_pair(model, torch_model, expected_type):
 
 def key_bias_blocks(torch_model):
     """(name of the attention, its in_proj_bias, the rows of b_K) for every
-    attention of ``torch_model``: the PyTorch parameters minitrans lacks."""
+    attention of ``torch_model`` with biases: the PyTorch parameters minitrans lacks."""
     return [
         (name, module.in_proj_bias, slice(module.embed_dim, 2 * module.embed_dim))
         for name, module in torch_model.named_modules()
-        if isinstance(module, torch.nn.MultiheadAttention)
+        if isinstance(module, torch.nn.MultiheadAttention) and module.in_proj_bias is not None
     ]
 
 
@@ -246,43 +256,10 @@ def from_torch(torch_model, model=None):
                         f"to_torch or built from a ModelConfig), got {type(torch_model).__name__}")
     if model is None:
         model_type = DecoderOnlyLM if torch_model.config.decoder_only else Transformer
-        dtype = str(torch_model.output_projection.bias.dtype).removeprefix("torch.")
+        dtype = str(torch_model.output_projection.weight.dtype).removeprefix("torch.")
         with backend.using(dtype=dtype):  # the dtype of the PyTorch model
             model = model_type(torch_model.config)
     for link in parameter_links(model, torch_model):
         host = link.torch_value().cpu().numpy()
         link.value[...] = backend.to_device(host, dtype=link.value.dtype)
     return model.train(torch_model.training)
-
-
-# ------------------------------------------------------ training as here
-
-
-class TokenCrossEntropy(torch.nn.CrossEntropyLoss):
-    """``CrossEntropyLoss`` on (..., V) logits and (...) targets, as
-    minitrans's loss takes them (PyTorch's wants (N, V) and (N,))."""
-
-    def forward(self, logits, targets):
-        return super().forward(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def paper_loss(config, label_smoothing=0.1):
-    """PyTorch's loss with minitrans's definition: label smoothing, padding
-    ignored, the mean over the other target tokens."""
-    return TokenCrossEntropy(label_smoothing=label_smoothing, ignore_index=config.pad_id)
-
-
-def paper_optimizer(torch_model, warmup, factor=1.0, start_step=0):
-    """Adam (beta1 0.9, beta2 0.98, eps 1e-9) and the paper's learning-rate
-    schedule as a LambdaLR: the optimiser minitrans's trainer uses. Call
-    ``scheduler.step()`` after each ``optimizer.step()``. ``start_step``:
-    steps already taken elsewhere (in minitrans), so the schedule goes on
-    from there."""
-    optimizer = torch.optim.Adam(torch_model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    d_model = getattr(
-        torch_model, "module", torch_model
-    ).config.d_model  # DistributedDataParallel wraps it
-    # LambdaLR counts from 0; the paper's schedule counts steps from 1
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: transformer_lr(start_step + step + 1, d_model, warmup, factor))
-    return optimizer, scheduler

@@ -17,12 +17,21 @@ minitrans (and the paper, §5.4):
 - a post-norm stack has no final LayerNorm (``nn.Transformer`` adds one to
   both stacks by default); a pre-norm stack has one, as in minitrans;
 - no nested tensors in the encoder, so padded positions keep their values
-  instead of becoming zeros.
+  instead of becoming zeros;
+- GELU is the tanh form, minitrans's (PyTorch's default is the exact one);
+- ``bias=False`` leaves out the projections' biases but keeps the norms'
+  shifts, as minitrans does (PyTorch's ``bias=False`` drops both).
+
+Of the later options they build GPT-2's (``activation="gelu"``,
+``positions="learned"``, ``bias``, ``output_bias``, ``scale_embedding``);
+the others (rotary positions, SwiGLU, RMSNorm, grouped or narrower heads)
+are refused by name.
 
 Masks follow PyTorch's convention: True marks a key that may NOT be attended
 to (minitrans uses True for "may attend").
 """
 
+import functools
 import math
 
 import torch
@@ -45,35 +54,71 @@ def causal_mask(length, device=None):
 
 class TorchInputEmbedding(nn.Module):
     """Dropout(Embedding(ids) * sqrt(d_model) + PE[:T]); ``shared`` reuses
-    another ``nn.Embedding`` (tied source and target embeddings)."""
+    another ``nn.Embedding`` (tied source and target embeddings);
+    ``positions="learned"`` adds the table ``positions`` instead of the
+    sinusoids, and ``scale=False`` leaves out sqrt(d_model)."""
 
-    def __init__(self, vocab_size, d_model, max_len, dropout, shared=None):
+    def __init__(self, vocab_size, d_model, max_len, dropout, shared=None,
+                 positions="sinusoidal", scale=True):
         super().__init__()
         self.embedding = shared if shared is not None else nn.Embedding(vocab_size, d_model)
-        self.scale = math.sqrt(d_model)
-        # float64, so that a model moved to float64 gets the exact table
-        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        if positions == "learned":
+            self.positions = nn.Parameter(torch.zeros(max_len, d_model))
+        else:  # float64, so that a model moved to float64 gets the exact table
+            self.register_buffer("positions", sinusoidal_table(max_len, d_model),
+                                 persistent=False)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, ids):
         x = self.embedding(ids) * self.scale
-        return self.dropout(x + self.pe[: ids.shape[1]].to(x.dtype))
+        return self.dropout(x + self.positions[: ids.shape[1]].to(x.dtype))
+
+
+def _input_embedding(config, vocab_size, shared=None):
+    return TorchInputEmbedding(vocab_size, config.d_model, config.max_len, config.dropout,
+                               shared, positions=config.positions, scale=config.scale_embedding)
+
+
+# What the mirror builds as minitrans does: every other option at its value here
+BUILT = {"positions": ("sinusoidal", "learned"), "activation": ("relu", "gelu")}
+FIXED = {"d_k": None, "norm": "layer", "norm_eps": 1e-5, "kv_heads": None}
+ACTIVATIONS = {"relu": "relu", "gelu": functools.partial(nn.functional.gelu, approximate="tanh")}
 
 
 def _layer_options(config):
-    """nn.TransformerEncoderLayer's arguments for the paper's layer. Its
-    attention has heads of d_model / h, and this mirror knows only the
-    paper's ReLU and sinusoids: the later options are refused by name."""
-    paper = {"d_k": None, "positions": "sinusoidal", "activation": "relu", "norm": "layer",
-             "norm_eps": 1e-5, "kv_heads": None, "bias": True, "output_bias": True,
-             "scale_embedding": True}
-    for name, value in ((name, getattr(config, name)) for name in paper):
-        if value != paper[name]:
-            raise ValueError(f"config.{name}: the PyTorch mirror builds the paper's model, "
-                             f"{name}={paper[name]!r}; got {value!r}")
+    """nn.TransformerEncoderLayer's arguments for the config's layer. Its
+    attention has heads of d_model / h; what this mirror cannot build is
+    refused by name."""
+    for name, value in ((name, getattr(config, name)) for name in FIXED):
+        if value != FIXED[name]:
+            raise ValueError(f"config.{name}: the PyTorch mirror builds {name}={FIXED[name]!r} "
+                             f"only; got {value!r}")
+    for name, choices in BUILT.items():
+        if getattr(config, name) not in choices:
+            raise ValueError(f"config.{name}: the PyTorch mirror builds {choices}; "
+                             f"got {getattr(config, name)!r}")
     return dict(d_model=config.d_model, nhead=config.h, dim_feedforward=config.d_ff,
-                dropout=config.dropout, activation="relu", layer_norm_eps=1e-5,
-                batch_first=True, norm_first=config.pre_norm)
+                dropout=config.dropout, activation=ACTIVATIONS[config.activation],
+                layer_norm_eps=1e-5, batch_first=True, norm_first=config.pre_norm,
+                bias=config.bias)
+
+
+def _layer(kind, config):
+    """One layer of ``kind`` (nn.TransformerEncoderLayer or DecoderLayer),
+    with minitrans's dropout and, without biases, norms that keep their
+    shifts."""
+    layer = _paper_dropout(kind(**_layer_options(config)))
+    if not config.bias:
+        for name in ("norm1", "norm2", "norm3"):
+            if hasattr(layer, name):
+                setattr(layer, name, nn.LayerNorm(config.d_model, eps=1e-5))
+    return layer
+
+
+def _padding(ids, pad_id):
+    """PyTorch's key padding mask (True: a pad key), or None without a pad token."""
+    return None if pad_id is None else ids == pad_id
 
 
 def _paper_dropout(layer):
@@ -90,7 +135,7 @@ def _final_norm(config):
 
 
 def _output_projection(config, tied_embedding):
-    projection = nn.Linear(config.d_model, config.vocab_size)
+    projection = nn.Linear(config.d_model, config.vocab_size, bias=config.output_bias)
     if tied_embedding is not None:
         # nn.Linear stores (out, in) = (V, d_model): the embedding table itself
         projection.weight = tied_embedding.weight
@@ -105,24 +150,24 @@ class TorchTransformer(nn.Module):
         if config.decoder_only:
             raise ValueError("config: expected an encoder-decoder config, got decoder_only=True")
         self.config = c = config
-        self.src_embed = TorchInputEmbedding(c.source_vocab_size, c.d_model, c.max_len, c.dropout)
+        self.src_embed = _input_embedding(c, c.source_vocab_size)
         shared = self.src_embed.embedding if c.tie_embeddings else None
-        self.tgt_embed = TorchInputEmbedding(c.vocab_size, c.d_model, c.max_len, c.dropout, shared)
+        self.tgt_embed = _input_embedding(c, c.vocab_size, shared)
         options = _layer_options(c)
-        encoder = nn.TransformerEncoder(_paper_dropout(nn.TransformerEncoderLayer(**options)), c.N,
+        encoder = nn.TransformerEncoder(_layer(nn.TransformerEncoderLayer, c), c.N,
                                         norm=_final_norm(c), enable_nested_tensor=False)
-        decoder = nn.TransformerDecoder(_paper_dropout(nn.TransformerDecoderLayer(**options)), c.N,
+        decoder = nn.TransformerDecoder(_layer(nn.TransformerDecoderLayer, c), c.N,
                                         norm=_final_norm(c))
         self.transformer = nn.Transformer(custom_encoder=encoder, custom_decoder=decoder, **options)
         self.output_projection = _output_projection(c, shared)
 
     def forward(self, src, tgt_in):
-        src_padding = src == self.config.pad_id
+        src_padding = _padding(src, self.config.pad_id)
         y = self.transformer(
             self.src_embed(src), self.tgt_embed(tgt_in),
             tgt_mask=causal_mask(tgt_in.shape[1], tgt_in.device),
             src_key_padding_mask=src_padding,
-            tgt_key_padding_mask=tgt_in == self.config.pad_id,
+            tgt_key_padding_mask=_padding(tgt_in, self.config.pad_id),
             memory_key_padding_mask=src_padding,
         )
         return self.output_projection(y)
@@ -136,15 +181,15 @@ class TorchLanguageModel(nn.Module):
         if not config.decoder_only:
             raise ValueError("config: expected a decoder-only config, got decoder_only=False")
         self.config = c = config
-        self.embed = TorchInputEmbedding(c.vocab_size, c.d_model, c.max_len, c.dropout)
-        layer = _paper_dropout(nn.TransformerEncoderLayer(**_layer_options(c)))
+        self.embed = _input_embedding(c, c.vocab_size)
         self.decoder = nn.TransformerEncoder(
-            layer, c.N, norm=_final_norm(c), enable_nested_tensor=False
+            _layer(nn.TransformerEncoderLayer, c), c.N, norm=_final_norm(c),
+            enable_nested_tensor=False
         )
         tied = self.embed.embedding if c.tie_embeddings else None
         self.output_projection = _output_projection(c, tied)
 
     def forward(self, ids):
         y = self.decoder(self.embed(ids), mask=causal_mask(ids.shape[1], ids.device),
-                         src_key_padding_mask=ids == self.config.pad_id)
+                         src_key_padding_mask=_padding(ids, self.config.pad_id))
         return self.output_projection(y)

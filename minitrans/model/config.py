@@ -8,6 +8,7 @@ from minitrans.layers.add_norm import NORMS
 from minitrans.layers.feedforward import FEED_FORWARDS
 from minitrans.layers.multihead import check_kv_heads
 from minitrans.layers.positional import POSITIONS
+from minitrans.model.init_schemes import INITS
 
 # Table 3 of the paper (with its shared embedding and pre-softmax matrix,
 # §3.4), and small sizes for the toy tasks.
@@ -59,6 +60,9 @@ class ModelConfig:
                      (the paper and GPT-2: True; Llama: False)
     output_bias:     a bias in the output projection (GPT-2, Llama: False)
     scale_embedding: embeddings times sqrt(d_model) (§3.4; GPT-2, Llama: False)
+    init:            the initial weights: "xavier" (each layer's own, Glorot's
+                     uniform matrices) or "gpt" (GPT-2's N(0, 0.02), residual
+                     projections scaled by 1 / sqrt(2 N); model.init_schemes)
     The defaults are the paper's model; a checkpoint's record written before
     an option existed lacks it, and so gets the default.
     """
@@ -85,6 +89,7 @@ class ModelConfig:
     bias: bool = True
     output_bias: bool = True
     scale_embedding: bool = True
+    init: str = "xavier"
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "h", "N", "d_ff", "max_len"):
@@ -94,6 +99,7 @@ class ModelConfig:
         checks.check_choice("positions", self.positions, POSITIONS)
         checks.check_choice("activation", self.activation, FEED_FORWARDS)
         checks.check_choice("norm", self.norm, NORMS)
+        checks.check_choice("init", self.init, INITS)
         checks.check_number("norm_eps", self.norm_eps, low=0, low_open=True)
         checks.check_number("rope_base", self.rope_base, low=1, low_open=True)
         for name, limit in LIMITS.items():

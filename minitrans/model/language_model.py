@@ -6,6 +6,7 @@ from minitrans.layers.projection import OutputProjection
 from minitrans.model.attention_weights import AttentionMapsMixin
 from minitrans.model.config import ModelConfig
 from minitrans.model.decoder import Decoder
+from minitrans.model.init_schemes import apply_init
 from minitrans.model.input_embedding import InputEmbedding
 from minitrans.model.kvcache import DecodingState, KVCache
 from minitrans.ops.masks import decoder_mask
@@ -50,6 +51,7 @@ class DecoderOnlyLM(AttentionMapsMixin, Module):
         tied = self.embed.embedding if c.tie_embeddings else None
         self.output_projection = OutputProjection(c.d_model, c.vocab_size, tied_to=tied, rng=rng,
                                                   bias=c.output_bias)
+        apply_init(self, c.init, c.N, rng)  # "xavier": the layers' own values, as drawn
 
     def forward(self, ids):
         c = self.config

@@ -6,16 +6,20 @@ import dataclasses
 from minitrans.core import checks
 from minitrans.data import Tokenizer
 from minitrans.data.bpe import MAX_MERGES
+from minitrans.data.tasks import TEXT
 from minitrans.training.optimisation.parallel import MAX_WORKERS
 
+TEXT_LEVELS = ("char", "bpe")  # the text task's tokens
 
 
 @dataclasses.dataclass
 class TrainConfig:
     """What to train on and how; the model's sizes are in ``ModelConfig``."""
 
-    task: str = "copy"  # a built-in task, or "corpus" with data (train translate --data FILE)
-    data: str = None  # a TSV file of "source<TAB>target" lines
+    # a built-in task, or "corpus" with data (train translate --data FILE), or
+    # "text" with data (train text --data FILE)
+    task: str = "copy"
+    data: str = None  # a TSV file of "source<TAB>target" lines (text: a UTF-8 text)
     valid: str = None  # held-out TSV; default: a slice of data
     level: str = "bpe"  # tokenisation of TSV data: "bpe" (sub-words), "char" or "word"
     # byte-pair merges learned from TSV data at level "bpe"; None: as many as the
@@ -36,12 +40,20 @@ class TrainConfig:
     target_exact_match: float = 1.0  # stop early once reached
     patience: int = None  # stop once this many evaluations bring no better exact match
     max_minutes: float = None  # stop at the first evaluation after this many minutes
+    # the text task (train text --data FILE: training.text_recipe): windows of
+    # block_size tokens, a cosine from peak_lr down to min_lr, eval_windows
+    # held-out windows measured at each evaluation
+    block_size: int = 64
+    peak_lr: float = 1e-3
+    min_lr: float = 1e-4
+    eval_windows: int = 1000
     seed: int = 0
     workers: int = None  # threads, each on a shard of the batch (None: 2 on the CPU, 1 on a GPU)
     out_dir: str = "runs/run"
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs"):
+        for name in ("steps", "batch_size", "warmup", "eval_every", "eval_pairs", "block_size",
+                     "eval_windows"):
             checks.check_positive_int(name, getattr(self, name))
         checks.check_int("seed", self.seed, low=0)
         checks.check_int("merges", self.merges, low=0, high=MAX_MERGES, allow_none=True)
@@ -55,6 +67,11 @@ class TrainConfig:
                              f"batch_size={self.batch_size}), got {self.workers}")
         checks.check_choice("level", self.level, Tokenizer.LEVELS)
         checks.check_number("lr_factor", self.lr_factor, low=0, low_open=True)
+        checks.check_number("peak_lr", self.peak_lr, low=0, low_open=True)
+        checks.check_number("min_lr", self.min_lr, low=0, high=self.peak_lr)
+        if self.task == TEXT and self.level not in TEXT_LEVELS:
+            raise ValueError(f"level: the {TEXT} task reads characters or sub-words, expected "
+                             f"one of {list(TEXT_LEVELS)}, got {self.level!r}")
         checks.check_probability("label_smoothing", self.label_smoothing)
         checks.check_number("clip_norm", self.clip_norm, low=0)
         checks.check_number("weight_decay", self.weight_decay, low=0)

@@ -87,12 +87,17 @@ class Trainer:
         order = backend.host_rng((self.config.seed, epoch)).permutation(len(pairs))
         return [pairs[i] for i in order[index * size:(index + 1) * size]]
 
+    def next_batch(self, step):
+        """The Batch of ``step``: its pairs (``batch_pairs``), made into a batch
+        (a text's trainer draws windows instead: ``training.text_recipe``)."""
+        return self.task.make_batch(self.batch_pairs(step))
+
     def train_step(self):
         step = self.step + 1
         for module in self.parallel.modules():  # the model's and its replicas'
             if isinstance(module, Dropout):
                 module.reset_rng(step)  # this step's masks, whatever came before
-        batch = self.task.make_batch(self.batch_pairs(step))
+        batch = self.next_batch(step)
         self.optimizer.zero_grad()
         try:  # forward, loss and backward, the batch split over the workers
             loss = float(

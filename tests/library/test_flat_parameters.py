@@ -130,7 +130,9 @@ def test_the_flat_device_update_gives_the_numpy_fast_paths_numbers(weight_decay)
 
 
 def test_the_comparison_catches_a_decay_left_out(monkeypatch):
-    monkeypatch.setattr(flat_state, "is_decayed", lambda name, param: False)
+    """The plant: a device decay mask that decays nothing."""
+    monkeypatch.setattr(flat_state.FlatState, "_decay_mask",
+                        lambda self, dtype: backend.get_xp().zeros(self.bounds[-1][1], dtype))
     strict = _after_three_steps("strict")
     assert _worst_relative_error(strict, _after_three_steps("numpy")) > 1e-6
 

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import minitrans
+from minitrans.core import backend
 from minitrans.gradcheck import tiny_model
+from minitrans.training.optimisation import adam, flat_state
 from minitrans.training.optimisation.adam import Adam
 
 
@@ -93,3 +95,73 @@ def test_a_large_model_or_the_reference_kernels_update_parameter_by_parameter(ba
     assert optimizer._flat is None
     optimizer.step()
     assert optimizer._flat is not None
+
+
+# ---- decay="matrices": AdamW's decay on matrices only, on every path of the update
+
+# (backend, whether the flat update runs): the flat CPU update, the flat
+# device update (one kernel with its decay mask), and the per-parameter update
+PATHS = [("numpy", True), ("strict", True), ("numpy", False), ("strict", False)]
+
+
+def after_drawn_gradients(name, flat, weight_decay, decay):
+    """Parameters (on the host, by name) after three Adam steps of the tiny
+    model on backend ``name`` in float64, from the same drawn gradients
+    whatever the parameters (so that a decay changes only what it decays)."""
+    with minitrans.using(name, dtype="float64", kernels="fast"):
+        whole = tiny_model(seed=5)[0]
+        optimizer = Adam(whole.model, lr=0.01, weight_decay=weight_decay, decay=decay)
+        if not flat:
+            optimizer.FLAT_NUMBERS = -1
+        rng = np.random.default_rng(3)
+        for _ in range(3):
+            for _, _, grad in optimizer.named_parameters():
+                grad[...] = backend.to_device(rng.normal(size=grad.shape))
+            optimizer.step()
+        assert (optimizer._flat is not None) == flat  # the path asked for ran
+        return {key: minitrans.to_numpy(p).copy() for key, p, _ in optimizer.named_parameters()}
+
+
+def assert_only_matrices_decayed(name, flat):
+    """decay="matrices": every matrix as decay="all" leaves it, every vector
+    (bias, norm) as no decay at all leaves it, bit for bit."""
+    matrices = after_drawn_gradients(name, flat, 0.1, "matrices")
+    decayed = after_drawn_gradients(name, flat, 0.1, "all")
+    undecayed = after_drawn_gradients(name, flat, 0.0, "all")
+    assert {p.ndim >= 2 for p in matrices.values()} == {True, False}  # both kinds
+    assert not any(np.array_equal(decayed[key], undecayed[key]) for key in decayed)
+    for key, value in matrices.items():
+        assert np.array_equal(value, decayed[key] if value.ndim >= 2 else undecayed[key]), key
+
+
+@pytest.mark.parametrize("name, flat", PATHS)
+def test_decay_matrices_leaves_biases_and_norms_undecayed_on_every_path(name, flat):
+    assert_only_matrices_decayed(name, flat)
+
+
+@pytest.mark.parametrize("name, flat", PATHS)
+def test_the_decay_check_fails_a_path_that_decays_everything(name, flat, monkeypatch):
+    """The plant: the rule read as "all" whatever ``decay`` says."""
+    def everything(name, param, decay="all"):
+        return True
+    monkeypatch.setattr(flat_state, "is_decayed", everything)
+    monkeypatch.setattr(adam, "is_decayed", everything)
+    with pytest.raises(AssertionError):
+        assert_only_matrices_decayed(name, flat)
+
+
+def test_the_decay_check_fails_a_device_kernel_that_ignores_its_mask(monkeypatch):
+    """The plant: the flat device update's mask all ones, the rule itself right."""
+    monkeypatch.setattr(flat_state.FlatState, "_decay_mask",
+                        lambda self, dtype: backend.get_xp().ones(
+                            self.bounds[-1][1], dtype))
+    assert_only_matrices_decayed("numpy", True)  # the CPU's flat update does not use it
+    with pytest.raises(AssertionError):
+        assert_only_matrices_decayed("strict", True)
+
+
+def test_the_decay_rule():
+    matrix, vector = np.zeros((2, 3)), np.zeros(3)
+    assert flat_state.is_decayed("W", matrix) and flat_state.is_decayed("b", vector)
+    assert flat_state.is_decayed("W", matrix, "matrices")
+    assert not flat_state.is_decayed("b", vector, "matrices")

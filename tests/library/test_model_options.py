@@ -5,6 +5,7 @@ counted by ModelConfig.parameter_count; the defaults are the paper's model."""
 
 import dataclasses
 import math
+import types
 
 import numpy as np
 import pytest
@@ -14,10 +15,13 @@ from minitrans import FeedForward
 from minitrans.layers.multihead import MultiHeadAttention
 from minitrans.layers.positional import PositionalEmbedding
 from minitrans.model.config import ModelConfig
+from minitrans.model import init_schemes, language_model
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.ops import activations
 from minitrans.gradcheck import check_layer
 from minitrans.gradcheck import randomise_params
+from minitrans.training.run_files.checkpoint import load_checkpoint, save_checkpoint
+from minitrans.training.run_files.records import check_records
 from tests.library.conftest import assert_gradcheck, assert_names
 
 
@@ -109,14 +113,16 @@ def test_the_defaults_are_the_paper_s_model():
     config = ModelConfig(vocab_size=11, d_model=8, h=2)
     assert (config.d_k, config.positions, config.activation) == (None, "sinusoidal", "relu")
     assert config.head_width == 4
+    assert config.init == "xavier"
     old_record = {k: v for k, v in config.to_dict().items()
-                  if k not in ("d_k", "positions", "activation")}
+                  if k not in ("d_k", "positions", "activation", "init")}
     assert ModelConfig.from_dict(old_record) == config  # a checkpoint from before them
 
 
 @pytest.mark.parametrize("field, value, expected", [
     ("positions", "rotary", "sinusoidal"), ("activation", "swish", "gelu"),
     ("d_k", 0, "positive integer or None"), ("d_k", 2.5, "positive integer or None"),
+    ("init", "foo", "'xavier', 'gpt'"), ("init", None, "'xavier', 'gpt'"),
 ])
 def test_bad_options_are_named(field, value, expected):
     with pytest.raises((ValueError, TypeError)) as info:
@@ -166,7 +172,120 @@ def test_gpt2_small_s_count_differs_from_openai_s_by_two_design_choices():
 
 def test_the_pytorch_mirror_refuses_what_it_cannot_build():
     torch_modules = pytest.importorskip("minitrans.interop.torch_modules")
-    config = ModelConfig(vocab_size=11, d_model=8, h=2, positions="learned")
+    config = ModelConfig(vocab_size=11, d_model=8, h=2, positions="rope")
     with pytest.raises(ValueError) as info:
         torch_modules.TorchTransformer(config)
-    assert "config.positions" in str(info.value) and "'learned'" in str(info.value)
+    assert "config.positions" in str(info.value) and "'rope'" in str(info.value)
+    with pytest.raises(ValueError, match="config.norm"):
+        torch_modules.TorchLanguageModel(ModelConfig(vocab_size=11, d_model=8, h=2, norm="rms",
+                                                     decoder_only=True))
+
+
+# ---- init="gpt": GPT-2's initial weights
+
+GPT_SIZES = dict(vocab_size=256, d_model=128, h=4, d_ff=512, max_len=128, pre_norm=True)
+RESIDUAL_OUTPUTS = ("attn.W_O.W", "feed_forward.W_2.W", "feed_forward.W_down.W")
+
+
+def gpt_model(init="gpt", **options):
+    """A model large enough for its weights' statistics (every matrix holds
+    at least 16,384 numbers), with biases, so that they can be checked."""
+    config = ModelConfig(**{**GPT_SIZES, "init": init, **options})
+    build = DecoderOnlyLM if config.decoder_only else minitrans.Transformer
+    return build(config, rng=0)
+
+
+def assert_gpt_statistics(model):
+    """Every matrix and table of standard deviation 0.02 and mean about 0,
+    W_O and the feed-forward's last matrix 0.02 / sqrt(2 N); biases 0,
+    norms 1 and 0."""
+    residual_std = 0.02 / math.sqrt(2 * model.config.N)
+    for name, param, _ in model.named_parameters():
+        values = minitrans.to_numpy(param)
+        if values.ndim >= 2:
+            expected = residual_std if name.endswith(RESIDUAL_OUTPUTS) else 0.02
+            assert abs(values.std() / expected - 1) < 0.05, name
+            assert abs(values.mean()) < 0.1 * expected, name  # 12 standard errors or more
+        else:
+            gain = name.endswith((".gamma", ".g"))
+            assert np.all(values == (1.0 if gain else 0.0)), name
+
+
+GPT_MODELS = [
+    dict(N=4, decoder_only=True, positions="learned", activation="gelu", tie_embeddings=True),
+    dict(N=3, decoder_only=False, tie_embeddings=True, output_bias=True),  # cross-attention too
+    dict(N=2, decoder_only=True, activation="swiglu", norm="rms", positions="rope"),
+]
+
+
+@pytest.mark.parametrize("options", GPT_MODELS)
+def test_the_gpt_init_has_gpt_2_s_statistics(options):
+    model = gpt_model(**options)
+    assert_gpt_statistics(model)
+    assert any(name.endswith(RESIDUAL_OUTPUTS) for name, _, _ in model.named_parameters())
+    assert any(param.ndim == 1 and name.endswith(".b")
+               for name, param, _ in model.named_parameters())  # biases were checked
+
+
+def test_the_statistics_check_fails_today_s_init_and_wrong_gpt_inits(monkeypatch):
+    options = GPT_MODELS[0]
+    with pytest.raises(AssertionError):
+        assert_gpt_statistics(gpt_model("xavier", **options))
+    with monkeypatch.context() as patch:  # the residual projections left unscaled
+        patch.setattr(init_schemes, "residual_outputs", lambda model: set())
+        with pytest.raises(AssertionError):
+            assert_gpt_statistics(gpt_model(**options))
+    with monkeypatch.context() as patch:  # the residual projections scaled by 1 / (2 N)
+        patch.setattr(init_schemes, "math", types.SimpleNamespace(sqrt=lambda x: x))
+        with pytest.raises(AssertionError):
+            assert_gpt_statistics(gpt_model(**options))
+
+    def every_parameter_drawn(model, layers, rng):
+        for _, param, _ in model.named_parameters():
+            param[...] = minitrans.to_numpy(param) + rng.normal(0.0, 0.02, param.shape)
+    with monkeypatch.context() as patch:  # biases and norms drawn too
+        original = init_schemes.gpt_init
+        patch.setattr(init_schemes, "gpt_init",
+                      lambda model, layers, rng: (original(model, layers, rng),
+                                                  every_parameter_drawn(model, layers, rng)))
+        with pytest.raises(AssertionError):
+            assert_gpt_statistics(gpt_model(**options))
+
+
+def xavier_model_as_built(monkeypatch, apply_init):
+    """The parameters (on the host) of a default-init model built with
+    ``apply_init`` in place of init_schemes'."""
+    with monkeypatch.context() as patch:
+        patch.setattr(language_model, "apply_init", apply_init)
+        model = gpt_model("xavier", N=2, decoder_only=True)
+    return [minitrans.to_numpy(param) for _, param, _ in model.named_parameters()]
+
+
+def assert_same_weights(ours, theirs):
+    assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
+
+
+def test_the_default_init_draws_what_the_layers_drew_before(monkeypatch):
+    """init="xavier" draws nothing more: the weights of a model built with no
+    init step at all, so the paper's models and their seeds are as they were."""
+    as_drawn = xavier_model_as_built(monkeypatch, lambda *args: None)
+    assert_same_weights(xavier_model_as_built(monkeypatch, init_schemes.apply_init), as_drawn)
+
+    def always_gpt(model, scheme, layers, rng):  # the plant: every model gets GPT's init
+        init_schemes.apply_init(model, "gpt", layers, rng)
+    with pytest.raises(AssertionError):
+        assert_same_weights(xavier_model_as_built(monkeypatch, always_gpt), as_drawn)
+
+
+def test_a_checkpoint_records_the_init(tmp_path):
+    model = gpt_model(N=1, decoder_only=True)
+    path = tmp_path / "model.npz"
+    arrays = {f"param/{name}": value for name, value, _ in model.named_parameters()}
+    save_checkpoint(path, arrays, {"model_config": model.config.to_dict()})
+    loaded, records = load_checkpoint(path)
+    check_records(path, records, loaded)
+    assert ModelConfig.from_dict(records["model_config"]).init == "gpt"
+    for wrong in (3, "foo"):
+        records["model_config"]["init"] = wrong
+        with pytest.raises(ValueError, match="model_config.*init"):
+            check_records(path, records, loaded)

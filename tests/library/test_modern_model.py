@@ -197,7 +197,8 @@ def test_bad_options_are_named(options, names, expected):
 
 def test_the_pytorch_mirror_refuses_the_later_options_by_name():
     torch_modules = pytest.importorskip("minitrans.interop.torch_modules")
-    for field, value in (("norm", "rms"), ("kv_heads", 1), ("bias", False)):
+    for field, value in (("norm", "rms"), ("kv_heads", 1), ("activation", "swiglu"),
+                         ("positions", "rope"), ("d_k", 2)):
         config = ModelConfig(vocab_size=11, d_model=8, h=2, **{field: value})
         with pytest.raises(ValueError) as info:
             torch_modules.TorchTransformer(config)

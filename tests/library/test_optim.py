@@ -13,7 +13,7 @@ from minitrans.layers.module import Module
 from minitrans.training.optimisation.adam import Adam
 from minitrans.training.optimisation import clipping
 from minitrans.training.optimisation.clipping import clip_grad_norm, global_grad_norm
-from minitrans.training.optimisation.schedule import transformer_lr
+from minitrans.training.optimisation.schedule import cosine_lr, transformer_lr
 from minitrans.training.optimisation.sgd import SGD
 
 
@@ -131,12 +131,66 @@ def test_the_paper_schedule():
         transformer_lr(0, d_model, warmup)
 
 
+def gpt_lr_directly(step, peak=1e-3, min_lr=1e-4, warmup=100, total=2000):
+    """GPT's schedule written another way: (1 + cos(pi p)) / 2 = cos(pi p / 2)^2."""
+    if step <= warmup:
+        return peak * step / warmup
+    p = min(1.0, (step - warmup) / (total - warmup))
+    return min_lr + (peak - min_lr) * math.cos(math.pi * p / 2) ** 2
+
+
+def assert_gpt_schedule(schedule):
+    """``schedule`` at warm-up, peak, halfway, end and past the end: the direct
+    formula's values, and the landmarks' values by name."""
+    steps = [1, 50, 99, 100, 101, 1050, 1999, 2000, 2001, 10**6]
+    for step in steps:
+        assert schedule(step, 1e-3, 1e-4, 100, 2000) == pytest.approx(
+            gpt_lr_directly(step), rel=1e-12, abs=0), step
+    landmarks = {1: 1e-5, 100: 1e-3, 1050: 5.5e-4, 2000: 1e-4, 2001: 1e-4}
+    for step, expected in landmarks.items():
+        assert schedule(step, 1e-3, 1e-4, 100, 2000) == pytest.approx(expected, rel=1e-12), step
+
+
+def test_the_gpt_schedule():
+    assert_gpt_schedule(cosine_lr)
+    assert cosine_lr(7, 1e-3, 1e-4, 0, 10) < cosine_lr(6, 1e-3, 1e-4, 0, 10)  # no warm-up
+    assert cosine_lr(5, 1e-3, 1e-4, 10, 10) == pytest.approx(5e-4)  # warm-up to the end
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda step, peak, min_lr, warmup, total:  # a cosine that starts a step late
+        cosine_lr(max(1, step - 1), peak, min_lr, warmup, total) if step > warmup
+        else cosine_lr(step, peak, min_lr, warmup, total),
+    lambda step, peak, min_lr, warmup, total:  # a full period instead of half
+        min_lr + (peak - min_lr) * 0.5 * (1 + math.cos(
+            2 * math.pi * min(1, (step - warmup) / (total - warmup))))
+        if step > warmup else peak * step / warmup,
+    lambda step, peak, min_lr, warmup, total:  # decays to 0, past the end too
+        cosine_lr(step, peak, 0.0, warmup, total),
+])
+def test_the_schedule_check_fails_a_wrong_schedule(wrong):
+    with pytest.raises(AssertionError):
+        assert_gpt_schedule(wrong)
+
+
+@pytest.mark.parametrize("arguments, name", [
+    ((0, 1e-3, 1e-4, 100, 2000), "step"), ((1, 0.0, 0.0, 100, 2000), "peak"),
+    ((1, 1e-3, 2e-3, 100, 2000), "min_lr"), ((1, 1e-3, 1e-4, -1, 2000), "warmup"),
+    ((1, 1e-3, 1e-4, 100, 99), "total"), ((1, 1e-3, float("nan"), 100, 2000), "min_lr"),
+])
+def test_bad_schedule_arguments_are_named(arguments, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        cosine_lr(*arguments)
+
+
 def test_bad_optimiser_arguments(float64):
     model = Params(w=[1.0])
     with pytest.raises(ValueError, match="betas"):
         Adam(model, betas=(0.9, 1.0))
     with pytest.raises(ValueError, match="weight_decay"):
         Adam(model, weight_decay=-1.0)
+    with pytest.raises(ValueError, match="decay: expected one of .'all', 'matrices'.*'foo'"):
+        Adam(model, weight_decay=0.1, decay="foo")
     with pytest.raises(ValueError, match="lr"):
         Adam(model).step(lr=0.0)
 

@@ -19,7 +19,7 @@ import threading
 from minitrans.core import backend, checks, kernels
 from minitrans.training.optimisation.adam_device import (
     adam_step_values, adam_update_device, adam_update_flat_device)
-from minitrans.training.optimisation.flat_state import STEP_VALUES, FlatState
+from minitrans.training.optimisation.flat_state import DECAYS, STEP_VALUES, FlatState, is_decayed
 from minitrans.training.optimisation.optimizer import Optimizer, block
 
 
@@ -103,7 +103,9 @@ adam_update = kernels.pair(adam_update_reference, adam_update_fast, device=adam_
 
 class Adam(Optimizer):
     """Adam with the paper's beta1 = 0.9, beta2 = 0.98, eps = 1e-9 (§5.3);
-    with ``weight_decay`` > 0, AdamW's decoupled decay.
+    with ``weight_decay`` > 0, AdamW's decoupled decay, of every parameter
+    (``decay="all"``) or of the matrices only (``"matrices"``, GPT's: no
+    bias or norm is decayed; ``flat_state.is_decayed``).
 
     The equations, and why they give every weight a step of about lr, are
     the docstring of ``adam_update_reference`` above, whose code reads as
@@ -123,8 +125,10 @@ class Adam(Optimizer):
 
     FLAT_NUMBERS = Optimizer.THREADED_NUMBERS
 
-    def __init__(self, model, lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, threads=None):
+    def __init__(self, model, lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, threads=None,
+                 decay="all"):
         super().__init__(model, lr, threads)
+        checks.check_choice("decay", decay, DECAYS)
         if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
             raise ValueError(f"betas: expected two numbers in [0, 1), got {betas!r}")
         checks.check_probability("betas[0]", betas[0])
@@ -132,7 +136,7 @@ class Adam(Optimizer):
         checks.check_number("eps", eps, low=0, low_open=True)
         checks.check_number("weight_decay", weight_decay, low=0)
         self.beta1, self.beta2 = (float(b) for b in betas)
-        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        self.eps, self.weight_decay, self.decay = float(eps), float(weight_decay), decay
         self.m, self.v = {}, {}
         self._flat = None  # the FlatState of the last flat step
         self.gradient_scale = 1.0  # a scale the next flat device step applies (scale_gradients)
@@ -171,9 +175,10 @@ class Adam(Optimizer):
             self._update_flat(flat, lr)
 
     def update(self, name, param, grad, part, lr):
+        weight_decay = self.weight_decay if is_decayed(name, param, self.decay) else 0.0
         param, grad, m, v = (block(a, part) for a in (param, grad, self.m[name], self.v[name]))
         adam_update(param, grad, m, v, self.step_count, lr, (self.beta1, self.beta2), self.eps,
-                    self.weight_decay, scratch=self._scratch_like(grad))
+                    weight_decay, scratch=self._scratch_like(grad))
 
     def _update_flat(self, flat, lr):
         """``adam_update_fast`` of every parameter at once: m, v and the step
@@ -191,8 +196,8 @@ class Adam(Optimizer):
         for grad, m, v, step in flat.blocks(block_size):
             adam_step(grad, m, v, self.step_count, lr, (self.beta1, self.beta2), self.eps,
                       out=step)
-        for param, step in flat.steps():
-            apply_adam_step(param, step, lr, self.weight_decay)
+        for (param, step), decayed in zip(flat.steps(), flat.decayed):
+            apply_adam_step(param, step, lr, self.weight_decay if decayed else 0.0)
 
     def write_step_values(self, lr):
         """On a device: the numbers of this step (``adam_step_values``, with
@@ -241,7 +246,7 @@ class Adam(Optimizer):
             for name, param, _ in self.named_parameters():
                 self.init_state(name, param)
             self._flat = FlatState(self.slots, self.m, self.v,
-                                   holds_parameters=backend.on_device())
+                                   holds_parameters=backend.on_device(), decay=self.decay)
         return self._flat
 
     def init_state(self, name, param):

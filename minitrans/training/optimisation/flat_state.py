@@ -40,18 +40,29 @@ from minitrans.core import backend
 STEP_VALUES = 5  # how many numbers ``write_step_values`` takes (``adam_step_values``)
 
 
-def is_decayed(name, param):
+# Which parameters AdamW's weight decay applies to (Adam's ``decay``): "all"
+# of them, or only the "matrices" (GPT-2's and nanoGPT's choice): weight
+# matrices, embedding tables, learned position tables, never a bias or a
+# norm's gain or shift: few numbers, which a pull towards 0 would only move
+# away from what they need (a gain's natural value is 1, not 0).
+DECAYS = ("all", "matrices")
+
+
+def is_decayed(name, param, decay="all"):
     """Whether AdamW's weight decay applies to the parameter ``name``
-    (``param``, its array) when the optimiser's weight_decay is above 0: to
-    every parameter, as the per-parameter update decays them all."""
-    return True
+    (``param``, its array) when the optimiser's weight_decay is above 0:
+    with ``decay`` "all" to every parameter, with "matrices" to those of two
+    or more dimensions. The one rule of every path of Adam's update."""
+    return decay == "all" or param.ndim >= 2
 
 
 class FlatState:
     """Flat gradient, m and v arrays whose pieces are the model's gradients
     and Adam's moments. ``slots``: (qualified name, layer, name in the layer)
     of every parameter (``Optimizer.slots``); ``m``, ``v``: Adam's dicts by
-    qualified name, whose entries it replaces with views.
+    qualified name, whose entries it replaces with views. ``decay``: which
+    parameters are decayed (``is_decayed``); ``decayed`` holds, per
+    parameter, whether it is.
 
     ``holds_parameters`` (on a device): the parameters become views of a
     flat ``param`` array as well, and ``decay_mask`` holds, for every
@@ -59,17 +70,19 @@ class FlatState:
     it is not. Otherwise ``param`` and ``decay_mask`` are None, and
     ``step`` is the scratch array of the CPU's step."""
 
-    def __init__(self, slots, m, v, holds_parameters=False):
+    def __init__(self, slots, m, v, holds_parameters=False, decay="all"):
         xp = backend.get_xp()
         self.slots, self.holds_parameters = slots, holds_parameters
         params = [module.params[key] for _, module, key in slots]
+        self.decayed = [is_decayed(name, param, decay)
+                        for (name, _, _), param in zip(slots, params)]
         ends = list(itertools.accumulate(int(param.size) for param in params))
         self.bounds = list(zip([0] + ends[:-1], ends))  # each parameter's (start, stop)
         total, dtype = ends[-1], params[0].dtype
         self.grad, self.m, self.v = (xp.empty(total, dtype=dtype) for _ in range(3))
         self.param = xp.empty(total, dtype=dtype) if holds_parameters else None
         self.step = None if holds_parameters else xp.empty(total, dtype=dtype)
-        self.decay_mask = self._decay_mask(params) if holds_parameters else None
+        self.decay_mask = self._decay_mask(dtype) if holds_parameters else None
         # On a device, the numbers that change with the step (the learning
         # rate, the bias corrections, the decay, the gradients' scale), which
         # the kernels read as arrays: written in place before each step, so
@@ -91,11 +104,11 @@ class FlatState:
         """The flat arrays whose pieces are views: gradient, m, v (and the parameters)."""
         return (self.grad, self.m, self.v) + ((self.param,) if self.holds_parameters else ())
 
-    def _decay_mask(self, params):
+    def _decay_mask(self, dtype):
         """1 for every number whose parameter is decayed, 0 for the others."""
-        mask = backend.get_xp().ones(self.bounds[-1][1], dtype=params[0].dtype)
-        for (name, _, _), param, (start, stop) in zip(self.slots, params, self.bounds):
-            if not is_decayed(name, param):
+        mask = backend.get_xp().ones(self.bounds[-1][1], dtype=dtype)
+        for decayed, (start, stop) in zip(self.decayed, self.bounds):
+            if not decayed:
                 mask[start:stop] = 0
         return mask
 

@@ -15,13 +15,12 @@ import dataclasses
 import typing
 
 from minitrans.core import checks
-from minitrans.data.bpe import END
-from minitrans.data.tasks import CORPUS, KINDS
+from minitrans.data.bpe import END, MAX_MERGES
+from minitrans.data.tasks import CORPUS, KINDS, TEXT
 from minitrans.data.tokenizer import LEVELS
 from minitrans.data.vocab import SPECIAL_TOKENS, Vocab
 from minitrans.model.config import LIMITS, ModelConfig
 from minitrans.files.rules import FileError, parse_json
-from minitrans.data.bpe import MAX_MERGES
 from minitrans.training.train_config import TrainConfig
 
 # Far above any model this project trains, low enough that a model of this
@@ -29,13 +28,14 @@ from minitrans.training.train_config import TrainConfig
 # is held to ModelConfig's LIMITS.
 MAX_PARAMETERS = 2**31
 MAX_SYMBOL = 2**12  # characters of one symbol of a merge: a whole word, at most
-FIELD_LIMITS = {**LIMITS, "merges": MAX_MERGES}  # the sizes, and TrainConfig's merges
+FIELD_LIMITS = {**LIMITS, "merges": MAX_MERGES, "block_size": LIMITS["max_len"]}  # + windows
 MAX_STEP = 2**40
 # A config may describe this many numbers more than the file holds, so that a
 # few missing arrays are still named one by one once the model is built.
 SLACK = 2**20
 HISTORY_KEYS = ("step", "loss", "lr", "grad_norm")
 EVALUATION_KEYS = ("step", "pairs", "loss", "token_accuracy", "exact_match")
+TEXT_EVALUATION_KEYS = ("step", "windows", "loss", "bits_per_character")  # the text task's
 
 
 def check_records(path, records, arrays):
@@ -201,7 +201,12 @@ def check_task_matches_model(records):
     """The task's kind and the model agree: "lm" for a decoder-only model,
     "seq2seq" for an encoder-decoder. The loader builds the model from
     model_config and describes and decodes it by the task's kind, so a file
-    where they disagree would be run as the other kind of model."""
+    where they disagree would be run as the other kind of model. And each
+    evaluation holds what the task measures, which its recipe reads back
+    when the run is resumed (which is best, when to stop)."""
+    keys = TEXT_EVALUATION_KEYS if records.get("task", {}).get("name") == TEXT else EVALUATION_KEYS
+    for index, record in enumerate(records.get("evaluations", [])):
+        _check_object(f"evaluations[{index}]", record, keys, exact=False)
     if "task" not in records or "model_config" not in records:
         return
     decoder_only = ModelConfig.from_dict(records["model_config"]).decoder_only
@@ -232,15 +237,30 @@ def check_history(name, values):
 
 
 def check_evaluations(name, values):
+    """Objects of numbers, each with at least a step and a loss (the task's
+    own fields: ``check_task_matches_model``)."""
     if not isinstance(values, list):
         raise ValueError(f"{name}: expected a list, got {type(values).__name__}")
     for index, record in enumerate(values):
         where = f"{name}[{index}]"
-        _check_object(where, record, EVALUATION_KEYS, exact=False)
+        _check_object(where, record, ("step", "loss"), exact=False)
         for key, value in record.items():
             checks.check_number(f"{where}.{key}", value)
-        for key in ("step", "pairs"):
-            checks.check_int(f"{where}.{key}", record[key], low=0, high=MAX_STEP)
+        for key in ("step", "pairs", "windows"):  # counts
+            if key in record:
+                checks.check_int(f"{where}.{key}", record[key], low=0, high=MAX_STEP)
+
+
+def check_windows(name, value):
+    """The state of numpy's PCG64 that draws a text's windows (``bit_generator.state``)."""
+    _check_object(name, value, ("bit_generator", "state", "has_uint32", "uinteger"))
+    checks.check_choice(f"{name}.bit_generator", value["bit_generator"], ("PCG64",))
+    _check_object(f"{name}.state", value["state"], ("state", "inc"))
+    for where, number, bits in ((f"{name}.state.state", value["state"]["state"], 128),
+                                (f"{name}.state.inc", value["state"]["inc"], 128),
+                                (f"{name}.has_uint32", value["has_uint32"], 1),
+                                (f"{name}.uinteger", value["uinteger"], 32)):
+        checks.check_int(where, number, low=0, high=2**bits - 1)
 
 
 CHECKERS = {
@@ -248,7 +268,7 @@ CHECKERS = {
     "train_config": check_train_config, "task": check_task, "vocab": check_vocab,
     "bpe": check_bpe,
     "step": check_step, "optimizer_step": check_step, "rng": check_rng,
-    "history": check_history, "evaluations": check_evaluations,
+    "history": check_history, "evaluations": check_evaluations, "windows": check_windows,
 }
 
 
