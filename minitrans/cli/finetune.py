@@ -57,10 +57,12 @@ def add_flags(train):
         "--target, --patience or the model's size flags (default: none, train TASK from scratch)")
     train.add_argument("--lr", type=flags.positive_number,
                        help=f"with --init-from: the learning rate after warm-up, constant "
-                       f"(default {DEFAULT_LR:g}, as fine-tuning recipes use)")
+                       f"(default {DEFAULT_LR:g}, as fine-tuning recipes use); with train text: "
+                       "the peak rate the cosine starts from")
     train.add_argument("--block-size", type=flags.positive_int,
                        help=f"with --init-from: tokens per training block (default: "
-                       f"min({MAX_BLOCK}, the model's positions))")
+                       f"min({MAX_BLOCK}, the model's positions)); with train text: tokens "
+                       "per window, the model's positions")
 
 
 def check_not_given(args):

@@ -219,6 +219,7 @@ def run_attention(args):
     out = _image_path(args.out)  # before the model is read: a typo costs no decoding
     flags.use_device(args)
     model, task = experiment.load_trained(args.checkpoint)
+    task = text_model.attention_task(task, args.checkpoint)
     if args.layer is not None and args.layer >= model.config.N:
         raise ValueError(
             f"--layer: expected an integer in [0, {model.config.N - 1}] (the model "

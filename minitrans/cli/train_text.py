@@ -1,8 +1,10 @@
 """``minitrans train text --data FILE``: a GPT trained from scratch on a
-UTF-8 text, character by character, by nanoGPT's recipe
-(``training.text_run``, ``training.text_recipe``).
+UTF-8 text, character by character or (``--level bpe``) in byte-level BPE
+tokens learned from it, by nanoGPT's recipe (``training.text_run``,
+``training.text_recipe``).
 
     minitrans train text --data input.txt                    nanoGPT's CPU recipe
+    minitrans train text --data input.txt --level bpe --merges 500
     minitrans train text --data input.txt --steps 5000 --block-size 128
     minitrans train text --resume runs/input/checkpoint.npz --steps 4000
     minitrans generate --checkpoint runs/input/best.npz "ROMEO:"
@@ -27,14 +29,14 @@ SETTINGS = {"steps": "steps", "batch_size": "batch_size", "warmup": "warmup",
             "eval_every": "eval_every", "eval_windows": "eval_windows",
             "max_minutes": "max_minutes", "workers": "workers", "lr": "peak_lr",
             "min_lr": "min_lr", "weight_decay": "weight_decay", "grad_clip": "clip_norm",
-            "block_size": "block_size", "level": "level", "seed": "seed"}
+            "block_size": "block_size", "level": "level", "merges": "merges", "seed": "seed"}
 # The flags of the text task alone (refused with every other task)
 OWN = ("min_lr", "weight_decay", "grad_clip", "eval_windows")
 # Flags of the paper's tasks that a text run has no use for
 REFUSED = {"init_from": "--init-from (it fine-tunes a pretrained model)",
            "lr_factor": "--lr-factor (use --lr, the peak rate)",
            "target_exact_match": "--target", "patience": "--patience",
-           "average_decay": "--average-decay", "merges": "--merges (--level bpe: not yet)"}
+           "average_decay": "--average-decay"}
 
 
 def add_flags(train):
@@ -106,12 +108,12 @@ def check_flags(args):
     if args.data is None:
         raise ValueError(f"--data: the {TEXT} task trains on a UTF-8 text of your own: "
                          f"minitrans train {TEXT} --data FILE")
-    if args.level == "bpe":
-        raise ValueError(f"--level bpe: not yet for the {TEXT} task, which reads characters; "
-                         "use --level char")
-    if args.level not in (None, "char"):
-        raise ValueError(f"--level {args.level}: the {TEXT} task reads characters, expected "
-                         "--level char")
+    if args.level not in (None, "char", "bpe"):
+        raise ValueError(f"--level {args.level}: the {TEXT} task reads characters or byte-level "
+                         "BPE tokens, expected --level char or --level bpe")
+    if args.merges is not None and args.level != "bpe":
+        raise ValueError(f"--merges: byte-pair merges are learned at --level bpe alone, the "
+                         f"{TEXT} task reads characters at --level {args.level or 'char'}")
     if args.block_size is not None and args.block_size > LIMITS["max_len"]:
         raise ValueError(f"--block-size: expected at most {LIMITS['max_len']} (the most "
                          f"positions a model may have), got {args.block_size}")

@@ -208,6 +208,22 @@ def merged_word(symbols, pair, new):
 # ---------------------------------------------------------------- applying
 
 
+def byte_tokens(merges):
+    """The tokens of byte-level ``merges``: the 256 bytes in byte order, then
+    each merge's product (one made twice once); a merge of a token not made
+    before it is a DataError."""
+    tokens = [BYTE_TO_CHAR[byte] for byte in range(256)]
+    known = set(tokens)
+    for i, (left, right) in enumerate(merges):
+        if left not in known or right not in known:
+            raise DataError(f"merges[{i}]: {left!r} + {right!r}: expected tokens made by "
+                            "the bytes or the merges before it")
+        if left + right not in known:
+            tokens.append(left + right)
+            known.add(left + right)
+    return tokens
+
+
 class ByteBPE:
     """Text <-> ids with learned byte-level merges: ``decode(encode(text))
     == text`` for every text.
@@ -216,20 +232,13 @@ class ByteBPE:
     then each merge's product (one made twice is one token);
     ``model``: the ``BPEModel`` that merges a byte-level piece."""
 
+    level = "bpe"  # the text task's level of this tokenizer (``data.text_corpus``)
+
     def __init__(self, merges, pattern=None):
         self.merges = [(left, right) for left, right in merges]
         self.pattern_name = pattern or default_pattern()
         self.pattern = pre_tokenizer(self.pattern_name)
-        tokens = [BYTE_TO_CHAR[byte] for byte in range(256)]
-        known = set(tokens)
-        for i, (left, right) in enumerate(self.merges):
-            if left not in known or right not in known:
-                raise DataError(f"merges[{i}]: {left!r} + {right!r}: expected tokens made by "
-                                "the bytes or the merges before it")
-            if left + right not in known:
-                tokens.append(left + right)
-                known.add(left + right)
-        self.vocab = Vocab(tokens)
+        self.vocab = Vocab(byte_tokens(self.merges))
         ids = {token: i for i, token in enumerate(self.vocab.tokens)}
         table = {}
         for rank, (left, right) in enumerate(self.merges):  # a pair learned twice: its first

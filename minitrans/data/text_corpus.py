@@ -1,6 +1,8 @@
 """A plain text to train a decoder-only model on, character by character, as
 nanoGPT's Tiny Shakespeare, or in byte-level BPE tokens learned from it
-(``data.byte_bpe_learning``): its vocabulary, its ids on disk, its windows.
+(``data.byte_bpe_learning``; as the number of their ids is known only once
+the text is encoded, ``data.text_parts`` writes their token files): its
+vocabulary, its ids on disk, its windows.
 
     text file --character_counts--> Vocab (frequent characters first)
               --prepare_text------> train.npy, valid.npy (token files)
@@ -19,9 +21,6 @@ held out (the first 90% trains); with one, every character in it must be
 in the training text's vocabulary, since a character never seen in
 training could never be predicted (bytes are never unseen: at level "bpe"
 any held-out text will do).
-
-At level "bpe" the number of ids is known only once the text is encoded:
-``data.text_parts`` writes those token files.
 """
 
 import contextlib
@@ -65,8 +64,7 @@ class CharacterCounts(NamedTuple):
 
 
 def character_counts(path):
-    """The CharacterCounts of the text file at ``path``, counted chunk by
-    chunk: each chunk's counts are added into those of the chunks before."""
+    """The CharacterCounts of the text file at ``path``, counted chunk by chunk."""
     codes, counts = np.zeros(0, np.uint32), np.zeros(0, np.int64)
     for chunk in text_chunks(path):
         chunk_codes, chunk_counts = np.unique(code_points(chunk), return_counts=True)
@@ -91,6 +89,8 @@ class CharacterTable:
     ``table[c]`` is the id of the character with code point ``c``, and
     PAD_ID (which no character has) for a character the Vocab lacks; one
     gather encodes a whole chunk of text."""
+
+    level = "char"  # the text task's level of this tokenizer
 
     def __init__(self, vocab):
         characters = vocab.tokens[len(SPECIAL_TOKENS):]
@@ -125,11 +125,12 @@ class TextCorpus(NamedTuple):
     valid_characters: int
 
 
-def prepare_text(path, folder, block_size, valid_path=None, level="char", merges=None):
-    """Read the text at ``path`` (and the held-out text at ``valid_path``),
-    write their ids to ``folder``/train.npy and valid.npy, and map them back.
-    ``level``: "char", or "bpe" with up to ``merges`` merges learned from a
-    sample of the text (None: as long as a pair is seen twice).
+def prepare_text(path, folder, block_size, valid_path=None, level="char", merges=None,
+                 tokenizer=None):
+    """Read the text at ``path`` (and the held-out text at ``valid_path``), write their
+    ids to ``folder``/train.npy and valid.npy, and map them back. ``level``: "char", or
+    "bpe" with up to ``merges`` merges learned from a sample of the text (None: as long
+    as a pair is seen twice), or the merges of ``tokenizer`` (a ByteBPE), none learned.
 
     Refused (DataError or FileError, one line naming the file): a text of a
     single distinct character (nothing to learn), a training or held-out
@@ -139,12 +140,16 @@ def prepare_text(path, folder, block_size, valid_path=None, level="char", merges
     checks.check_positive_int("block_size", block_size)
     checks.check_choice("level", level, LEVELS)
     checks.check_int("merges", merges, low=0, allow_none=True)
+    if tokenizer is not None and (level, merges) != ("bpe", None):
+        raise ValueError(f"tokenizer: given at level 'bpe' alone, nothing to learn; got level "
+                         f"{level!r}, merges {merges!r}")
     counts = character_counts(path)
     if len(counts.codes) < 2:
         raise DataError(f"{path}: holds a single distinct character ({chr(counts.codes[0])!r}), "
                         "expected at least two: there would be nothing to predict")
     if level == "bpe":
-        return prepare_bytes(path, folder, block_size, valid_path, counts.total(), merges)
+        return prepare_bytes(path, folder, block_size, valid_path, counts.total(), merges,
+                             tokenizer)
     vocab = character_vocab(counts)
     table, total = CharacterTable(vocab), counts.total()
     train_out, valid_out = f"{folder}/{TRAIN_FILE}", f"{folder}/{VALID_FILE}"
@@ -166,12 +171,15 @@ def prepare_text(path, folder, block_size, valid_path=None, level="char", merges
                       train, held)
 
 
-def prepare_bytes(path, folder, block_size, valid_path, total, merges):
-    """``prepare_text`` at level "bpe" for the text at ``path`` of ``total``
-    characters: merges learned from its sample, then the text encoded."""
-    spans = learning.sample_spans(total)
-    tokenizer = learning.ByteBPE(learning.learn_byte_merges(
-        learning.text_sample(text_chunks(path), spans), merges))
+def prepare_bytes(path, folder, block_size, valid_path, total, merges, tokenizer=None):
+    """``prepare_text`` at level "bpe" for the text at ``path`` of ``total`` characters:
+    merges learned from its sample (or ``tokenizer``'s), then the text encoded."""
+    source = "merges given, none learned"
+    if tokenizer is None:
+        spans = learning.sample_spans(total)
+        tokenizer = learning.ByteBPE(learning.learn_byte_merges(
+            learning.text_sample(text_chunks(path), spans), merges))
+        source = learning.describe_sample(spans, total)
     train_out, valid_out = f"{folder}/{TRAIN_FILE}", f"{folder}/{VALID_FILE}"
     if valid_path is None:
         held = total * HELD_OUT_TENTHS // 10
@@ -186,8 +194,7 @@ def prepare_bytes(path, folder, block_size, valid_path, total, merges):
     held_out = (f"the last {characters[1]:,} characters" if valid_path is None else
                 f"{characters[1]:,} characters in {valid_path}")
     description = (f"{total:,} characters of {path} in byte-level BPE: {tokens:,} tokens (the "
-                   f"256 bytes and {len(tokenizer.merges):,} "
-                   f"{learning.describe_sample(spans, total)}); {ids[0]:,} training ids; "
+                   f"256 bytes and {len(tokenizer.merges):,} {source}); {ids[0]:,} training ids; "
                    f"{held_out} held out, {ids[1]:,} ids")
     return TextCorpus(vocab, *read_token_files(folder, vocab, *ids), description, tokenizer,
                       *characters)
@@ -239,15 +246,13 @@ def write_split(path, table, *parts):
 
 
 class TextWindows:
-    """Random windows of ``block_size`` ids from a token array, a batch at a
-    time: the model reads ``x = tokens[s:s+T]`` and predicts ``y =
-    tokens[s+1:s+T+1]``, the same ids one place further, for B random
-    starts ``s``.
+    """Random windows of ``block_size`` ids from a token array, a batch at a time: the
+    model reads ``x = tokens[s:s+T]`` and predicts ``y = tokens[s+1:s+T+1]``, the same
+    ids one place further, for B random starts ``s``.
 
-    The starts come from ``rng`` (a seed or a numpy Generator, on the
-    host), so a seed gives the same batches every time; ``state()`` is
-    what a checkpoint keeps to resume with the next batch
-    (``restore(state)``)."""
+    The starts come from ``rng`` (a seed or a numpy Generator, on the host), so a seed
+    gives the same batches every time; ``state()`` is what a checkpoint keeps to resume
+    with the next batch (``restore(state)``)."""
 
     def __init__(self, tokens, block_size, batch_size, rng=0):
         checks.check_positive_int("block_size", block_size)
@@ -272,11 +277,10 @@ class TextWindows:
 
 
 def every_window(tokens, block_size, batch_size):
-    """Batches of every full window of ``tokens`` in order, side by side
-    (starts 0, T, 2T, ...: each id is predicted once), ``batch_size``
-    windows a batch (the last batch may hold fewer); the ids after the
-    last full window are left out. An evaluation's mean loss over them is
-    the text's loss per character."""
+    """Batches of every full window of ``tokens`` in order, side by side (starts 0,
+    T, 2T, ...: each id is predicted once), ``batch_size`` windows a batch (the last
+    batch may hold fewer); the ids after the last full window are left out. An
+    evaluation's mean loss over them is the text's loss per token."""
     checks.check_positive_int("block_size", block_size)
     checks.check_positive_int("batch_size", batch_size)
     count = (len(tokens) - 1) // block_size
@@ -289,9 +293,8 @@ def every_window(tokens, block_size, batch_size):
 
 
 def window_batch(tokens, starts, block_size):
-    """The Batch of the windows at ``starts``: one gather of the (B, T + 1)
-    ids on the host, its first T columns the inputs and its last T the
-    targets, moved to the device in one copy."""
+    """The Batch of the windows at ``starts``: one gather of the (B, T + 1) ids on the
+    host, its first T columns the inputs and its last T the targets, in one copy."""
     windows = np.array(tokens[starts[:, None] + np.arange(block_size + 1)], dtype=np.int64)
     inputs, targets = to_device_together(windows[:, :-1], windows[:, 1:])
     return Batch(None, inputs, targets, num_tokens=windows.shape[0] * block_size)

@@ -44,15 +44,16 @@ def paper_optimizer(torch_model, warmup, factor=1.0, start_step=0):
     return optimizer, scheduler
 
 
-def gpt_optimizer(torch_model, lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1):
+def gpt_optimizer(torch_model, lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, **options):
     """PyTorch's AdamW as GPT's recipe uses it, minitrans's
     ``Adam(..., decay="matrices")``: two parameter groups, the tensors of two
     or more dimensions (weight matrices, embedding and position tables)
-    decayed by ``weight_decay``, the others (biases, norms) not at all."""
+    decayed by ``weight_decay``, the others (biases, norms) not at all.
+    ``options`` go to ``torch.optim.AdamW`` (``fused=True``: its fused kernel)."""
     parameters = [p for p in torch_model.parameters() if p.requires_grad]  # a tied one once
     groups = [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": weight_decay},
               {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, **options)
 
 
 def gpt_schedule(optimizer, peak, min_lr, warmup, total):

@@ -7,11 +7,11 @@ import os
 from minitrans.core import backend
 from minitrans.core.memory_budget import check_fits, model_bytes, training_bytes
 from minitrans.data import BPE, Tokenizer, Vocab
-from minitrans.data.tasks import CORPUS, Task, load_task, task_from_tsv
+from minitrans.data.tasks import CORPUS, TEXT, Task, load_task, task_from_tsv
 from minitrans.model.config import ModelConfig
 from minitrans.model.language_model import DecoderOnlyLM
 from minitrans.model.transformer import Transformer
-from minitrans.training.run_files import checkpoint
+from minitrans.training.run_files import checkpoint, text_records
 from minitrans.training import corpus_defaults
 from minitrans.training.optimisation.parallel import default_workers
 from minitrans.training.run_files.records import check_records, read_task_names
@@ -80,8 +80,11 @@ def build_task(train_config, bpe=None):
 
 
 def stored_tokenizer(records):
-    """The Tokenizer a checkpoint's (checked) records describe; its merges
-    are in the record "bpe" at level "bpe"."""
+    """The tokenizer a checkpoint's (checked) records describe: a text run's
+    own (``text_records.stored_tokenizer``: characters or byte-level BPE),
+    else a Tokenizer, whose merges are in the record "bpe" at level "bpe"."""
+    if records["task"]["name"] == TEXT:
+        return text_records.stored_tokenizer(records)
     level = records["task"]["level"]
     return Tokenizer(level, BPE.from_json(records["bpe"]) if level == "bpe" else None)
 

@@ -25,7 +25,9 @@ text changes is the recipe (``training.recipe``):
 
 Bits per character: a loss of L nats per token is L / ln 2 bits per token,
 and a text of n tokens holding c characters costs L n / (c ln 2) bits per
-character; at the character level n = c, so it is L / ln 2.
+character; at the character level n = c, so it is L / ln 2. In byte-level
+BPE tokens n < c, and the held-out part's own n and c (counted when it was
+encoded) stand for those of the windows measured.
 """
 
 import dataclasses
@@ -39,7 +41,7 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training.optimisation import evaluation
 from minitrans.training.optimisation.adam import Adam
 from minitrans.training.optimisation.schedule import cosine_lr
-from minitrans.training.run_files import trainer_checkpoint
+from minitrans.training.run_files import text_records
 from minitrans.training.trainer import Trainer
 
 EVAL_BATCH = 32  # held-out windows per forward pass of an evaluation
@@ -50,8 +52,10 @@ SAMPLE_TOKENS = 48  # tokens a sample adds (fewer where the model has fewer posi
 @dataclasses.dataclass
 class TextTask:
     """A text made ready to train on: ``train`` and ``valid`` its token ids
-    (memory-mapped arrays, ``data.text_corpus.prepare_text``), ``tokenizer``
-    and ``vocab`` how text becomes ids, ``block_size`` the window length."""
+    (memory-mapped arrays, ``data.text_corpus.prepare_text``) and the
+    characters they stand for, ``tokenizer`` (a CharacterTable or a ByteBPE:
+    ``encode``, ``decode`` and its ``level``) and ``vocab`` how text becomes
+    ids, ``block_size`` the window length."""
 
     name: str
     kind: str
@@ -61,6 +65,8 @@ class TextTask:
     valid: object
     block_size: int
     description: str
+    train_characters: int
+    valid_characters: int
 
 
 def bits_per_character(loss, tokens, characters):
@@ -96,10 +102,7 @@ def sample_text(model, task, seed):
         # no token ends it: a text has no <eos>, and one drawn shows as such
         new = generate(model, backend.to_device(prompt_ids[None]), new_tokens, eos_id=None,
                        pad_id=PAD_ID, strategy="sample", rng=backend.device_rng(seed))
-    def text(ids):
-        return task.tokenizer.join(task.vocab.decode(ids, strip_special=False))
-
-    return text(prompt_ids.tolist()), text(backend.to_numpy(new)[0].tolist())
+    return task.tokenizer.decode(prompt_ids), task.tokenizer.decode(backend.to_numpy(new)[0])
 
 
 class GPTRecipe:
@@ -121,12 +124,11 @@ class GPTRecipe:
         return task.valid[: config.eval_windows * task.block_size + 1]
 
     def teacher_forced_metrics(self, model, task, config):
-        """The held-out loss (nats per token) and bits per character."""
+        """The held-out loss (nats per token) and bits per character, by the
+        held-out part's tokens and characters."""
         loss, windows = text_loss(model, task.valid, task.block_size, config.eval_windows)
-        tokens = windows * task.block_size
-        characters = tokens  # at the character level a token is a character
-        return {"windows": windows, "loss": loss,
-                "bits_per_character": bits_per_character(loss, tokens, characters)}
+        bits = bits_per_character(loss, len(task.valid), task.valid_characters)
+        return {"windows": windows, "loss": loss, "bits_per_character": bits}
 
     def evaluate(self, model, task, config):
         metrics = self.teacher_forced_metrics(model, task, config)
@@ -152,12 +154,9 @@ class GPTRecipe:
         return None
 
     def records(self, trainer):
-        """A run from scratch's records, with the windows' generator state."""
-        return {**trainer_checkpoint.records_of(trainer),
-                "rng": {"seed": trainer.config.seed, "step": trainer.step,
-                        "rule": "windows: numpy default_rng(seed), its state in the record "
-                                "windows; dropout [seed, step]"},
-                "windows": trainer.windows.state()}
+        """A text run's records (``run_files.text_records``): the windows'
+        generator state, and the merges at level "bpe"."""
+        return text_records.records_of(trainer)
 
 
 class TextTrainer(Trainer):

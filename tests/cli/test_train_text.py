@@ -2,10 +2,14 @@
 generate and evaluate with its model, --resume, and bad input refused in one
 line with nothing written. In-process (``cli.main.main``): quick."""
 
+import contextlib
+import io
+
 import numpy as np
 import pytest
 
 from minitrans.cli.main import main
+from minitrans.training import experiment
 from minitrans.training.run_files import checkpoint
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--no-progress"]
@@ -110,15 +114,18 @@ def test_resume_continues_with_the_same_batches(tmp_path, capsys):
     (lambda t: ["--data", t / "input.txt", "--valid", t / "odd.txt"], 1, "lacks"),
     (lambda t: ["--data", t / "input.txt", "--block-size", "2000000"], 1, "at most 1048576"),
     (lambda t: ["--data", t / "input.txt", "--block-size", "20000"], 1, "expected at least"),
-    (lambda t: ["--data", t / "input.txt", "--level", "bpe"], 1, "not yet"),
+    (lambda t: ["--data", t / "input.txt", "--merges", "10"], 1,
+     "--merges: byte-pair merges are learned at --level bpe alone"),
+    (lambda t: ["--data", t / "input.txt", "--level", "word"], 1,
+     "expected --level char or --level bpe"),
     (lambda t: ["--data", t / "input.txt", "--target", "0.5"], 1, "--target"),
     (lambda t: ["--data", t / "input.txt", "--steps", "10"], 1, "--warmup"),
     (lambda t: ["--data", t / "input.txt", "--heads", "3"], 1, "divisible"),
     (lambda t: ["--data", t / "input.txt", "--min-lr", "-1"], 2, "--min-lr"),
     (lambda t: [], 1, "--data"),
 ], ids=["empty", "one character", "directory", "unseen held-out", "block above positions",
-        "block above the text", "bpe", "paper flag", "warmup above steps", "bad heads",
-        "bad flag value", "no data"])
+        "block above the text", "merges at char", "word level", "paper flag",
+        "warmup above steps", "bad heads", "bad flag value", "no data"])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, make_args, code, fragment):
     (tmp_path / "empty.txt").write_text("", encoding="utf-8")
     (tmp_path / "one.txt").write_text("aaaa", encoding="utf-8")
@@ -144,3 +151,80 @@ def test_generate_refuses_a_prompt_the_model_cannot_read(trained, capsys, prompt
     _, _, out = trained
     code, printed, err = run(capsys, "generate", "--checkpoint", out / "best.npz", prompt)
     assert code == 1 and printed == "" and len(err.splitlines()) == 1 and fragment in err
+
+
+@pytest.fixture(scope="module")
+def trained_bpe(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bpe")
+    data = write_text(folder / "input.txt")
+    out = folder / "run"
+    args = ["train", "text", "--data", str(data), "--level", "bpe", "--merges", "40", "--steps",
+            "20", "--eval-every", "10", "--out", str(out), *QUICK, *TINY]
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert main(args) == 0
+    return folder, data, out, printed.getvalue()
+
+
+def test_a_bpe_run_says_its_level_and_merges_and_trains(trained_bpe):
+    _, data, out, printed = trained_bpe
+    described = next(line for line in printed.splitlines() if line.startswith("text at level"))
+    assert described.startswith(f"text at level bpe: {len(data.read_text()):,} characters")
+    assert "296 tokens (the 256 bytes and 40 merges learned from the whole text" in described
+    _, records = checkpoint.load_checkpoint(out / "checkpoint.npz")
+    assert records["task"]["level"] == "bpe" and len(records["byte_bpe"]["merges"]) == 40
+
+
+def test_generate_at_bpe_encodes_the_prompt_and_decodes_text(trained_bpe, capsys):
+    """A prompt of characters never seen in training is bytes all the same;
+    the continuation prints as text, not as byte-level tokens, whose
+    stand-ins for spaces, newlines and control bytes are U+0100 to U+0143
+    (Ġ a space): a third of the tokens hold one."""
+    _, _, out, _ = trained_bpe
+    code, printed, err = run(capsys, "generate", "--checkpoint", out / "best.npz", "the Zé",
+                             "--samples", "4", "--max-tokens", "12")
+    assert code == 0 and err == "" and printed.count("the Zé") == 4
+    assert not any(0x100 <= ord(c) <= 0x143 for c in printed) and "<bos>" not in printed
+
+
+def test_evaluate_at_bpe_counts_bits_by_the_files_characters(trained_bpe, capsys):
+    folder, data, out, _ = trained_bpe
+    code, printed, err = run(capsys, "evaluate", "--checkpoint", out / "best.npz", "--data", data)
+    assert code == 0, err
+    text = data.read_text(encoding="utf-8")
+    tokens = len(experiment.load_trained(out / "best.npz")[1].tokenizer.encode(text))
+    assert f"{len(text):,} characters in {tokens:,} tokens of byte-level BPE" in printed
+    nats = float(printed.split("cross-entropy: ")[1].split()[0])
+    bits = float(printed.split("bits per character: ")[1].split()[0])
+    assert bits == pytest.approx(nats / np.log(2) * tokens / len(text), abs=1e-3)
+    assert "windows of 16 tokens" in printed
+
+
+@pytest.mark.parametrize("flag, shown", [(["--merges", "41"], "--merges 41 (checkpoint: 40)"),
+                                         (["--level", "char"], "--level char (checkpoint: bpe)")])
+def test_resume_at_bpe_goes_on_and_refuses_another_level_or_merges(trained_bpe, capsys, flag,
+                                                                   shown):
+    _, _, out, _ = trained_bpe
+    code, printed, err = run(capsys, "train", "text", "--resume", out / "checkpoint.npz",
+                             "--steps", "30", *flag, "--no-progress")
+    assert code == 1 and printed == "" and shown in err and len(err.splitlines()) == 1
+
+
+def test_resume_at_bpe_goes_on_with_the_checkpoints_merges(trained_bpe, tmp_path, capsys):
+    _, _, out, _ = trained_bpe
+    code, printed, err = run(capsys, "train", "text", "--resume", out / "checkpoint.npz",
+                             "--steps", "30", "--merges", "40", "--level", "bpe", "--out",
+                             tmp_path / "resumed", "--no-progress")
+    assert code == 0, err
+    assert "resuming at step 20" in printed and "40 merges given, none learned" in printed
+
+
+def test_attention_draws_a_character_model_and_refuses_a_bpe_one(trained, trained_bpe, capsys,
+                                                               tmp_path):
+    maps = tmp_path / "maps.png"
+    code, out, err = run(capsys, "attention", "--checkpoint", trained[2] / "best.npz", "the",
+                         "--out", maps)
+    assert code == 0, err
+    assert out.startswith("continuation: ") and list(tmp_path.glob("maps*.png"))
+    code, _, err = run(capsys, "attention", "--checkpoint", trained_bpe[2] / "best.npz", "the",
+                       "--out", tmp_path / "bpe.png")
+    assert code == 1 and err.count("\n") == 1 and "byte-level BPE" in err

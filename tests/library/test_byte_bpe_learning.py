@@ -240,6 +240,31 @@ def test_a_text_read_in_small_chunks_is_encoded_as_if_whole(tmp_path, monkeypatc
     assert planted.train.tolist() != whole.train.tolist()
 
 
+def test_given_merges_encode_another_text_and_nothing_is_learned(tmp_path, monkeypatch):
+    """A resumed run's merges, given: the text is encoded by them alone, as
+    the run encoded it (the plant, learning again from the changed text,
+    gives other merges and other ids)."""
+    first = prepare_text(write(tmp_path, prose(6000)), tmp_path / "first", 8, level="bpe",
+                         merges=60)
+    changed = write(tmp_path, prose(12_000)[6000:], "changed.txt")
+    relearned = prepare_text(changed, tmp_path / "relearned", 8, level="bpe", merges=60)
+    assert relearned.tokenizer.merges != first.tokenizer.merges  # the plant differs
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("merges learned again")
+    monkeypatch.setattr(learning, "learn_byte_merges", refuse)
+    given = prepare_text(changed, tmp_path / "given", 8, level="bpe", tokenizer=first.tokenizer)
+    assert given.tokenizer is first.tokenizer and given.vocab == first.vocab
+    assert "60 merges given, none learned" in given.description
+    train = prose(12_000)[6000:][:given.train_characters]  # the part encoded on its own
+    assert given.train.tolist() == first.tokenizer.encode(train) \
+        != relearned.tokenizer.encode(train)
+    for level, merges in (("char", None), ("bpe", 10)):
+        with pytest.raises(ValueError, match="tokenizer: given at level 'bpe' alone"):
+            prepare_text(changed, tmp_path / "no", 8, level=level, merges=merges,
+                         tokenizer=first.tokenizer)
+
+
 def test_a_piece_boundary_is_a_run_of_spaces_after_a_word():
     assert text_parts.piece_boundary("foo bar") == 3
     assert text_parts.piece_boundary("foo bar \n\t") == 7

@@ -10,6 +10,8 @@ import pytest
 
 import minitrans
 
+from minitrans.data import BPE
+from minitrans.data import byte_bpe_learning as learning
 from minitrans.data.tasks import TEXT
 from minitrans.data.vocab import DataError
 from minitrans.files.rules import FileError
@@ -116,9 +118,82 @@ def test_a_refused_text_leaves_no_folder_behind(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
-def test_level_bpe_is_refused_as_not_yet(tmp_path):
-    with pytest.raises(ValueError, match="not yet"):
-        text_run.prepared_task(config(tmp_path, level="bpe"))
+def bpe_trainer(tmp_path, out="bpe", **overrides):
+    settings = dict(out=out, level="bpe", merges=40, steps=10, **overrides)
+    trainer = quiet_trainer(config(tmp_path, **settings))
+    trainer.fit()
+    return trainer
+
+
+def test_merges_are_learned_at_level_bpe_alone_and_the_description_says_so(tmp_path):
+    assert text_run.text_train_config(level="bpe").merges == text_run.BPE_MERGES
+    assert text_run.text_train_config(level="char").merges == 0  # none at level char
+    assert text_run.text_train_config(level="bpe", merges=7).merges == 7
+    task = text_run.prepared_task(config(tmp_path, level="bpe", merges=40))
+    assert task.tokenizer.level == "bpe" and len(task.tokenizer.merges) == 40
+    assert task.description.startswith("text at level bpe: ")
+    assert "40 merges learned from the whole text" in task.description
+    assert text_run.prepared_task(config(tmp_path)).description.startswith("text at level char")
+
+
+def test_bits_per_character_count_the_held_out_characters_not_its_tokens(tmp_path):
+    """Byte-level tokens hold several characters each: the held-out part's
+    tokens per character scale the loss (the plant, a token a character,
+    gives more bits than there are)."""
+    trainer = bpe_trainer(tmp_path)
+    task, last = trainer.task, trainer.evaluations[-1]
+    assert task.valid_characters > 2 * len(task.valid)  # words, not characters
+    expected = last["loss"] / math.log(2) * len(task.valid) / task.valid_characters
+    assert last["bits_per_character"] == pytest.approx(expected, rel=1e-12)
+    assert last["bits_per_character"] < 0.5 * last["loss"] / math.log(2)
+
+
+def test_the_checkpoint_keeps_the_runs_tokenizer_and_a_resume_learns_none(tmp_path, monkeypatch):
+    """generate, evaluate and --resume rebuild the run's merges from the
+    checkpoint; the plant, merges learned again from another sample, is
+    refused (the vocabulary is not theirs), and a resumed run never learns."""
+    trainer = bpe_trainer(tmp_path)
+    arrays, stored = checkpoint.load_checkpoint(trainer.checkpoint_path)
+    assert stored["task"] == {"name": TEXT, "kind": "lm", "level": "bpe"}
+    assert stored["byte_bpe"] == json.loads(json.dumps(trainer.task.tokenizer.to_records()))
+    rebuilt = experiment.load_trained(trainer.checkpoint_path)[1].tokenizer
+    assert rebuilt.merges == trainer.task.tokenizer.merges and rebuilt.vocab == trainer.task.vocab
+    model, task = experiment.load_trained(trainer.best_checkpoint_path())
+    assert task.vocab == trainer.task.vocab and model.config.vocab_size == len(task.vocab)
+
+    other = learning.learn_byte_merges([write_text(tmp_path, "other.txt", seed=1).read_text()],
+                                       40)
+    assert other != trainer.task.tokenizer.merges
+    relearned = {**stored, "byte_bpe": {**stored["byte_bpe"], "merges": other}}
+    with pytest.raises(FileError, match="vocab: .* not the 256 bytes and the products"):
+        records.check_records("relearned.npz", json.loads(json.dumps(relearned)), arrays)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("merges learned again on resume")
+    monkeypatch.setattr(learning, "learn_byte_merges", refuse)
+    expected = trainer.windows.batch()
+    resumed = text_run.resume_text(experiment.read_run(trainer.checkpoint_path), tmp_path / "bpe",
+                                   {"steps": 20}, progress=False, log=lambda line: None)
+    assert resumed.task.tokenizer.merges == trainer.task.tokenizer.merges
+    assert "40 merges given, none learned" in resumed.task.description
+    np.testing.assert_array_equal(resumed.windows.batch().tgt_in, expected.tgt_in)
+
+
+@pytest.mark.parametrize("spoil, field", [
+    (lambda r: r.pop("byte_bpe"), "byte_bpe: a record of merges is missing"),
+    (lambda r: r["byte_bpe"].update(pattern="gpt3"), "byte_bpe.pattern"),
+    (lambda r: r["byte_bpe"]["merges"].append(["a"]), "byte_bpe.merges.40."),
+    (lambda r: r.update(bpe=BPE([]).to_json()), "bpe: the text task keeps its merges"),
+    (lambda r: r["task"].update(level="char"), "byte_bpe: a record of merges is there"),
+])
+def test_a_bpe_text_checkpoints_merges_are_checked(tmp_path, spoil, field):
+    trainer = bpe_trainer(tmp_path)
+    arrays, stored = checkpoint.load_checkpoint(trainer.checkpoint_path)
+    stored = json.loads(json.dumps(stored))
+    records.check_records("ok.npz", stored, arrays)  # the records as written pass
+    spoil(stored)
+    with pytest.raises(FileError, match=rf"malformed checkpoint, {field.replace('[', '.')}"):
+        records.check_records("bad.npz", stored, arrays)
 
 
 def text_records(tmp_path):
@@ -133,6 +208,10 @@ def text_records(tmp_path):
     (lambda r: r["windows"]["state"].update(inc=-1), "windows.state.inc"),
     (lambda r: r["evaluations"][0].pop("bits_per_character"), "evaluations[0]"),
     (lambda r: r["train_config"].update(block_size=2**21), "train_config.block_size"),
+    (lambda r: r.update(byte_bpe={"pattern": "standard", "merges": []}),
+     "byte_bpe: a record of merges is there while the task's level is 'char'"),
+    (lambda r: r.update(vocab=r["vocab"].replace('"e"', '"ee"')),
+     "vocab: expected one character a token at level 'char', got 'ee'"),
 ])
 def test_a_text_checkpoints_records_are_checked(tmp_path, spoil, field):
     arrays, stored = text_records(tmp_path)

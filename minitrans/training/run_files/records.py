@@ -21,6 +21,8 @@ from minitrans.data.tokenizer import LEVELS
 from minitrans.data.vocab import SPECIAL_TOKENS, Vocab
 from minitrans.model.config import LIMITS, ModelConfig
 from minitrans.files.rules import FileError, parse_json
+from minitrans.training.run_files import text_records
+from minitrans.training.run_files.text_records import TOKENIZER
 from minitrans.training.train_config import TrainConfig
 
 # Far above any model this project trains, low enough that a model of this
@@ -183,7 +185,9 @@ def check_bpe_matches(records):
     """The merges are there exactly when the task's level is "bpe", and the
     vocabulary holds every symbol they make (``corpus.vocabulary_extras``
     puts them there): merges of another corpus would make tokens the model
-    has never seen."""
+    has never seen. A text's merges are its own (``text_records``)."""
+    if records.get("task", {}).get("name") == TEXT or TOKENIZER in records:
+        return text_records.check_tokens_match(records)
     level = records.get("task", {}).get("level")
     if level is not None and (level == "bpe") != ("bpe" in records):
         raise ValueError(f"bpe: a record of merges {'is missing' if level == 'bpe' else 'is there'}"
@@ -251,24 +255,13 @@ def check_evaluations(name, values):
                 checks.check_int(f"{where}.{key}", record[key], low=0, high=MAX_STEP)
 
 
-def check_windows(name, value):
-    """The state of numpy's PCG64 that draws a text's windows (``bit_generator.state``)."""
-    _check_object(name, value, ("bit_generator", "state", "has_uint32", "uinteger"))
-    checks.check_choice(f"{name}.bit_generator", value["bit_generator"], ("PCG64",))
-    _check_object(f"{name}.state", value["state"], ("state", "inc"))
-    for where, number, bits in ((f"{name}.state.state", value["state"]["state"], 128),
-                                (f"{name}.state.inc", value["state"]["inc"], 128),
-                                (f"{name}.has_uint32", value["has_uint32"], 1),
-                                (f"{name}.uinteger", value["uinteger"], 32)):
-        checks.check_int(where, number, low=0, high=2**bits - 1)
-
-
 CHECKERS = {
     "format_version": check_step, "model_config": check_model_config,
     "train_config": check_train_config, "task": check_task, "vocab": check_vocab,
     "bpe": check_bpe,
     "step": check_step, "optimizer_step": check_step, "rng": check_rng,
-    "history": check_history, "evaluations": check_evaluations, "windows": check_windows,
+    "history": check_history, "evaluations": check_evaluations,
+    "windows": text_records.check_windows, TOKENIZER: text_records.check_byte_bpe,
 }
 
 
