@@ -18,7 +18,8 @@ sys.path.insert(0, str(BENCHMARKS))
 
 from harness import latest, results  # noqa: E402
 
-SUITE = ["task_targets", "ablations", "modern_ablation", "own_data", "vs_pytorch", "kernels"]
+SUITE = ["task_targets", "ablations", "modern_ablation", "own_data", "vs_pytorch", "kernels",
+         "text_lm"]
 HEADER = re.compile(r"# .+\n\n- Date: \d{4}-\d\d-\d\d.*\n- Machine: .+\n"
                     r"- Commit: ([0-9a-f]{7}|unknown).*\n- Command: `.+`\n\n")
 # The device check's reports from before the shared header: their first
