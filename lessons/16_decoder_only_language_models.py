@@ -548,7 +548,8 @@ from minitrans.data.text_corpus import TextWindows, every_window, prepare_text
 BLOCK = 64  # characters a window holds, nanoGPT's CPU block_size
 corpus = prepare_text(prose_path, pathlib.Path(workdir.name) / "tokens", BLOCK)
 decode = corpus.tokenizer.decode  # ids -> text (a CharacterTable)
-print(corpus.description)
+# (the description names the file; its temporary folder is left out here)
+print(corpus.description.replace(f"{workdir.name}{os.sep}", ""))
 print(f"vocabulary {len(corpus.vocab)}: {corpus.vocab.tokens[:4]} then "
       f"{''.join(corpus.vocab.tokens[4:40])!r} ...")
 print(f"train {type(corpus.train).__name__} of {len(corpus.train):,} ids, "
