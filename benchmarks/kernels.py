@@ -132,6 +132,8 @@ def cases(name, c, rng):
         "bias_gelu": (f"({B}, {T}, {d_ff})", lambda: [normal(B, T, d_ff), normal(d_ff)]),
         "relu_backward": (f"({B}, {T}, {d_ff})", lambda: [
             normal(B, T, d_ff), backend.get_xp().maximum(normal(B, T, d_ff), 0.0)]),
+        "gelu_backward": (f"({B}, {T}, {d_ff})", lambda: [normal(B, T, d_ff),
+                                                         normal(B, T, d_ff)]),
     }[name]
     return [(label, make())]
 
