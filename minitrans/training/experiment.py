@@ -210,7 +210,12 @@ def resume_from(saved, out_dir=None, changes=None, **trainer_options):
         )
     check_training_fits(saved.model_config, train_config, task)
     model = build_model(saved.model_config, train_config.seed)
-    trainer = Trainer(model, task, train_config, **trainer_options)
+    return restored(Trainer(model, task, train_config, **trainer_options), saved)
+
+
+def restored(trainer, saved):
+    """``trainer`` given the state ``saved`` holds (its weights, optimiser,
+    history: ``Trainer.restore``), which is then its last good checkpoint."""
     with checkpoint.reading(saved.path):
         trainer.restore(saved.path, saved.arrays, saved.records)
     trainer.last_good = saved.path

@@ -34,6 +34,7 @@ from minitrans.core import backend
 from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training.optimisation import evaluation
 from minitrans.training.optimisation.adam import Adam
+from minitrans.training.recipe import LowestLossRecipe
 from minitrans.training.run_files import checkpoint
 from minitrans.training.trainer import Trainer
 
@@ -105,7 +106,7 @@ def _encode(tokenizer, text):
     return tokenizer.encode(text)
 
 
-class FineTuningRecipe:
+class FineTuningRecipe(LowestLossRecipe):
     """What fine-tuning changes in the Trainer's run (see the module's
     docstring; the methods are those of ``training.recipe``). ``lr``: the
     learning rate after warm-up; ``source``: a dict recorded in the
@@ -142,15 +143,6 @@ class FineTuningRecipe:
     def describe(self, metrics, task):
         return (f"held-out loss {metrics['loss']:.4f} ({metrics['blocks']} blocks of "
                 f"{task.block_size} tokens)")
-
-    def best(self, evaluations):
-        """The earliest evaluation of lowest held-out loss, or None before the first."""
-        return min(evaluations, key=lambda e: e["loss"], default=None)
-
-    def stop_reason(self, config, evaluations, minutes):
-        if config.max_minutes is not None and minutes >= config.max_minutes:
-            return f"the time budget of {config.max_minutes:g} minutes is spent, stopping"
-        return None
 
     def records(self, trainer):
         """The checkpoint's records: those of a run from scratch but the

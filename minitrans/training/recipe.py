@@ -22,7 +22,8 @@ pretrained model is a recipe, an object with these methods:
 
 ``PaperRecipe`` is the paper's way, the default: Adam with beta2 = 0.98 and
 the warm-up schedule of §5.3, and held-out exact match as the measure of a
-model. ``training.finetune.FineTuningRecipe`` is the other.
+model. ``training.finetune.FineTuningRecipe`` and ``training.text_recipe.GPTRecipe``
+share ``LowestLossRecipe``'s measure: the lowest held-out loss.
 """
 
 from minitrans.training.optimisation import evaluation, stopping
@@ -83,3 +84,19 @@ class PaperRecipe:
 
     def records(self, trainer):
         return trainer_checkpoint.records_of(trainer)
+
+
+class LowestLossRecipe:
+    """What the recipes of a language model's runs decide alike (fine-tuning
+    a pretrained model, training a GPT on a text): the best evaluation is
+    the one of lowest held-out loss, and a run stops after its steps or
+    once its time budget is spent (no exact match to reach)."""
+
+    def best(self, evaluations):
+        """The earliest evaluation of lowest held-out loss, or None before the first."""
+        return min(evaluations, key=lambda e: e["loss"], default=None)
+
+    def stop_reason(self, config, evaluations, minutes):
+        if config.max_minutes is not None and minutes >= config.max_minutes:
+            return f"the time budget of {config.max_minutes:g} minutes is spent, stopping"
+        return None

@@ -41,6 +41,7 @@ from minitrans.layers.loss import LabelSmoothedCrossEntropy
 from minitrans.training.optimisation import evaluation
 from minitrans.training.optimisation.adam import Adam
 from minitrans.training.optimisation.schedule import cosine_lr
+from minitrans.training.recipe import LowestLossRecipe
 from minitrans.training.run_files import text_records
 from minitrans.training.trainer import Trainer
 
@@ -105,7 +106,7 @@ def sample_text(model, task, seed):
     return task.tokenizer.decode(prompt_ids), task.tokenizer.decode(backend.to_numpy(new)[0])
 
 
-class GPTRecipe:
+class GPTRecipe(LowestLossRecipe):
     """What training a GPT on a text changes in the Trainer's run (see the
     module's docstring; the methods are those of ``training.recipe``)."""
 
@@ -143,15 +144,6 @@ class GPTRecipe:
             prompt, continuation = self.sample
             line += f"; sample: {prompt!r} -> {continuation!r}"
         return line
-
-    def best(self, evaluations):
-        """The earliest evaluation of lowest held-out loss, or None before the first."""
-        return min(evaluations, key=lambda e: e["loss"], default=None)
-
-    def stop_reason(self, config, evaluations, minutes):
-        if config.max_minutes is not None and minutes >= config.max_minutes:
-            return f"the time budget of {config.max_minutes:g} minutes is spent, stopping"
-        return None
 
     def records(self, trainer):
         """A text run's records (``run_files.text_records``): the windows'

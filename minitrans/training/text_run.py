@@ -31,7 +31,7 @@ from minitrans.data.text_parts import write_encoded
 from minitrans.data.vocab import PAD_ID, SPECIAL_TOKENS, DataError, Vocab
 from minitrans.files.token_file import read_tokens
 from minitrans.model.config import ModelConfig
-from minitrans.training.experiment import build_model
+from minitrans.training.experiment import build_model, restored
 from minitrans.training.optimisation.parallel import default_workers
 from minitrans.training.run_files import checkpoint, text_records
 from minitrans.training.text_recipe import TextTask, TextTrainer
@@ -159,11 +159,7 @@ def resume_text(saved, out_dir, changes=None, **trainer_options):
             f"checkpoint's ({len(task.vocab)} tokens, the checkpoint has {len(vocab)})")
     check_text_fits(saved.model_config, train_config)
     model = build_model(saved.model_config, train_config.seed)
-    trainer = TextTrainer(model, task, train_config, **trainer_options)
-    with checkpoint.reading(saved.path):
-        trainer.restore(saved.path, saved.arrays, saved.records)
-    trainer.last_good = saved.path
-    return trainer
+    return restored(TextTrainer(model, task, train_config, **trainer_options), saved)
 
 
 @contextlib.contextmanager
