@@ -126,7 +126,7 @@ def _loss_out_of_range(k, d, eps):
     return loss_value, p
 
 
-# -- helper D's cases: gradients added into, and the loss's token weights
+# -- gradients added into, and the loss's token weights
 def _norm_backward_into(k, d, shape, count):
     """A norm's backward adding its ``count`` parameter gradients into arrays
     that hold some already (as a layer's do after another use)."""
@@ -303,7 +303,7 @@ CASES = {
         lambda k, d: _loss_backward(k, d, (3, 5), 11, 1.0, named=True),
         lambda k, d: _loss_backward(k, d, (1, 2), 70, 0.5, eps=0.0, named=True),
     ],
-    # -- helper D's cases
+    # gradients added into, and the loss's token weights
     "token_weights": [lambda k, d: _token_weights(k, d, (3, 5), 0),
                       lambda k, d: _token_weights(k, d, (2, 7), None),
                       lambda k, d: _token_weights(k, d, (1, 1), 0, high=1)],  # all padding
@@ -559,7 +559,7 @@ def test_the_error_message_names_the_kernels_argument():
     assert_names(info, "kernels", "3")
 
 
-# -- helper G's cases: a sub-layer's last bias added by its AddNorm's kernels
+# -- a sub-layer's last bias added by its AddNorm's kernels
 # (layers/add_norm.py bias_left_to_add_norm): dropout's residual sum and a
 # norm of a residual connection's sum, each given the bias as a third term
 def _draw_and_dropout_with_bias(k, d, shape):
