@@ -25,6 +25,8 @@ goes to the next; the test suite runs last) and stopped at its limit:
     7 vs_pytorch  benchmarks/vs_pytorch.py --device gpu: CuPy against PyTorch CUDA
     8 launches    the launches of a tiny training step and of a decoded token,
                   counted on the host (strict backend), against their budgets
+    9 text        benchmarks/text_lm.py --recipe gpu --device gpu: nanoGPT's GPU
+                  recipe on the lessons' prose, minitrans on CuPy against its twin
 
 The report begins as every results file does (date, machine, commit,
 command), then the targets (``targets``), each with the number measured and
@@ -58,6 +60,7 @@ sys.path.insert(1, BENCHMARKS)  # the suite's harness, beside this script's fold
 import model_runs  # noqa: E402
 import sections  # noqa: E402
 import targets  # noqa: E402
+import text_section  # noqa: E402
 from commands import REPO  # noqa: E402
 from report import render  # noqa: E402
 from sections import Mode, Result  # noqa: E402
@@ -71,25 +74,30 @@ MIN_SECTION_SECONDS = 5  # a section with less than this left is skipped
 Section = collections.namedtuple("Section", "key title share run")
 # The shares follow what each section took on an H200 (the first report in
 # benchmarks/results/device_check/): the gradient check, two forwards per
-# element with the GPU waited for after each, takes longest.
+# element with the GPU waited for after each, takes longest. nanoGPT's GPU
+# recipe has 0.13 (about a minute of the default budget: 200 steps a side,
+# start-up and the held-out loss); the others' shares are scaled by 0.845 to
+# leave it room, so that they add up to 1.
 SECTIONS = (  # in the order of the report
-    Section("doctor", "Environment report: `minitrans doctor`", 0.04, sections.doctor),
-    Section("pytest", "The CuPy leg of the test suite", 0.24, sections.pytest_leg),
-    Section("gradcheck", "Gradient check on the device, float64", 0.30,
+    Section("doctor", "Environment report: `minitrans doctor`", 0.034, sections.doctor),
+    Section("pytest", "The CuPy leg of the test suite", 0.203, sections.pytest_leg),
+    Section("gradcheck", "Gradient check on the device, float64", 0.253,
             sections.gradcheck),
-    Section("losses", "20 training steps: NumPy against the device", 0.05, model_runs.losses),
-    Section("train", "Training the copy task on the device, and on the CPU", 0.10,
+    Section("losses", "20 training steps: NumPy against the device", 0.042, model_runs.losses),
+    Section("train", "Training the copy task on the device, and on the CPU", 0.084,
             model_runs.train),
     Section("decoding", "Greedy decoding on the device: key/value cache against recomputation",
-            0.08, model_runs.decoding),
-    Section("vs_pytorch", "minitrans against PyTorch on the device", 0.20,
+            0.068, model_runs.decoding),
+    Section("vs_pytorch", "minitrans against PyTorch on the device", 0.169,
             model_runs.vs_pytorch),
-    Section("launches", "Kernel launches, counted on the host", 0.02, sections.launches),
+    Section("launches", "Kernel launches, counted on the host", 0.017, sections.launches),
+    Section("text", "nanoGPT's GPU recipe: minitrans against its PyTorch twin", 0.13,
+            text_section.text),
 )
 # The test suite runs last: the section whose length is hardest to foresee
 # gets, besides its share, all the time that the others left.
 RUN_ORDER = ("doctor", "launches", "gradcheck", "losses", "train", "decoding", "vs_pytorch",
-             "pytest")
+             "text", "pytest")
 SECTION_NUMBER = {section.key: number for number, section in enumerate(SECTIONS, 1)}
 
 
@@ -138,7 +146,7 @@ def common_facts(mode, budget, start, gpu_line=None, used=None):
                             results.git_commit(), results.command_line())
     what = ("a rehearsal on the CPU: the strict backend stands in for CuPy, --device cpu "
             "for --device gpu, a small part of the test suite, the gradient check on numpy, "
-            "vs_pytorch's --quick, no decoding by PyTorch"
+            "vs_pytorch's --quick, no decoding by PyTorch, nanoGPT's recipe at tiny sizes"
             if mode.rehearsal else "on the GPU")
     spent = f", {used:.0f} s used" if used is not None else ""
     order = ", ".join(str(SECTION_NUMBER[key]) for key in RUN_ORDER)

@@ -2,8 +2,9 @@
 the CuPy leg of the test suite (2), the gradient check (3) and the kernel
 launches counted on the host (8). Each runs one command with a time limit
 and turns its outcome into a ``Result`` for the report (sections 4 to 7,
-the model at work, are in ``model_runs``). What a section measures towards
-a target also goes into ``context["measured"]`` (``targets``).
+the model at work, are in ``model_runs``, and 9, nanoGPT's GPU recipe, in
+``text_section``). What a section measures towards a target also goes into
+``context["measured"]`` (``targets``).
 
 On a GPU they use the cupy backend and ``--device gpu``; in a rehearsal
 (``Mode.rehearsal``) the stand-ins run instead: the strict backend, whose

@@ -13,6 +13,8 @@ number, is "not measured": never met by default.
     decoding  {"cached", "recomputed", "torch"}: seconds of greedy decoding, best of runs
     launches  {"step", "token", "step_budget", "token_budget"}: counted on the host
     fused     {"passed": pair names, "failed": pair names}: fused = reference on the device
+    text      {"steps": (minitrans s, PyTorch s), a median step each, "held_out":
+              (minitrans loss, PyTorch loss), "gap_allowed": nats}: nanoGPT's GPU recipe
 """
 
 CONFIGS = ("tiny", "small", "base", "copy", "llama")
@@ -123,10 +125,31 @@ def fused_row(measured):
     return target, text, verdict(not fused["failed"])
 
 
+def text_rows(measured):
+    """nanoGPT's GPU recipe: minitrans's step against the twin's, and their
+    held-out losses within the gap that dropout's masks of their own allow."""
+    text = measured.get("text") or {}
+    speed = "nanoGPT's GPU recipe: minitrans's step <= the twin's"
+    gap = text.get("gap_allowed")
+    losses = ("nanoGPT's GPU recipe: held-out losses within "
+              + (f"{gap} nats" if gap is not None else "their gap") + " of the twin's")
+    if not text.get("steps"):
+        return [(speed, "", NOT_MEASURED), (losses, "", NOT_MEASURED)]
+    ours, theirs = text["steps"]
+    found = [(speed, f"{ours / theirs:.2f} ({ours * 1e3:.1f} / {theirs * 1e3:.1f} ms)",
+              verdict(ours <= theirs))]
+    mine, twin = text["held_out"]
+    difference = abs(mine - twin)  # NaN: not within
+    found.append((losses, f"{difference:.4f} ({mine:.4f} / {twin:.4f})",
+                  verdict(difference <= gap)))
+    return found
+
+
 def rows(measured):
     """(target, measured, verdict) for every target, in the table's order."""
     return (step_rows(measured) + [memory_row(measured), train_row(measured)]
-            + decoding_rows(measured) + launch_rows(measured) + [fused_row(measured)])
+            + decoding_rows(measured) + launch_rows(measured) + [fused_row(measured)]
+            + text_rows(measured))
 
 
 def table(measured, rehearsal=False):

@@ -757,3 +757,44 @@ def test_the_report_names_a_skipped_config_and_quick_sizes():
     assert quick == {**LLAMA_CONFIGS["llama"], **QUICK_SIZES["llama"]} and quick["kv_heads"] == 2
     assert config_cell("llama", {"sizes": LLAMA_CONFIGS["llama"]}) == "llama"
     assert config_cell("llama", {"sizes": quick}).startswith("llama (quick sizes: d_model 64, ")
+
+
+# ------------------------------------------------------------ text_lm.py
+
+
+def test_text_lm_parses_its_options_and_its_tiny_smoke_run_reports_both_sides(tmp_path):
+    """text_lm.py's options: the recipe sets the steps, --device gpu trains
+    on CuPy and a CPU on numpy or strict (else refused in a line); its smoke
+    run, three steps of the tiny recipe on a generated text, prints the
+    table of both sides, says the targets wait for the full run, and ends
+    with a RESULT line of both sides' numbers; no file is written."""
+    import json
+
+    import text_lm
+
+    args = text_lm.parse_args(["--data", "input.txt"])
+    assert (args.recipe, args.device, args.backend, args.steps) == ("cpu", "cpu", "numpy", 2000)
+    args = text_lm.parse_args(["--text", "lessons", "--recipe", "gpu", "--device", "gpu"])
+    assert (args.backend, args.steps, args.result_line) == ("cupy", 5000, False)
+    for flags in (["--device", "gpu", "--backend", "strict"], ["--backend", "cupy"],
+                  ["--steps", "0"], ["--text", "lessons"]):
+        with pytest.raises(SystemExit):
+            text_lm.parse_args(["--data", "input.txt", *flags])
+    pytest.importorskip("torch", reason="PyTorch is not installed: the twin cannot train")
+    words = np.random.default_rng(0).choice(["the", "cat", "sat", "on", "a", "mat"], 5000)
+    (tmp_path / "words.txt").write_text(" ".join(words), encoding="utf-8")
+    run = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "text_lm.py"), "--data",
+                          str(tmp_path / "words.txt"), "--recipe", "tiny", "--steps", "3",
+                          "--result-line"], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| minitrans (NumPy, float32) | " in run.stdout
+    assert "| PyTorch twin, tuned (eager, fused AdamW, " in run.stdout
+    assert "A smoke run: the targets are judged after 200 steps only." in run.stdout
+    assert "results:" not in run.stderr and not list(tmp_path.glob("**/*.md"))
+    found = json.loads(run.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
+    assert (found["recipe"], found["steps"], found["eval_windows"]) == ("tiny", 3, 8)
+    ours, twin = found["minitrans"], found["twin"]
+    # three steps from the same weights: close, though dropout's masks differ
+    assert abs(ours["loss"] - twin["loss"]) < found["gap_allowed"] == 0.05
+    assert abs(ours["train_loss"] - twin["train_loss"]) < 0.05 and ours["step_ms"] > 0

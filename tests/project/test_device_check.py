@@ -8,12 +8,14 @@ the numbers the sections read; and the rehearsal runs every section end to
 end into one report that begins as every results file does.
 
 The rehearsal's section 7 is vs_pytorch.py's smoke run, with its tuned and
-untuned workers: the suite's end-to-end test of that script too.
+untuned workers, and its section 9 text_lm.py's run at tiny sizes on the
+strict backend: the suite's end-to-end tests of those scripts too.
 """
 
 import datetime
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +36,7 @@ import model_runs  # noqa: E402
 import parsing  # noqa: E402
 import sections  # noqa: E402
 import targets  # noqa: E402
+import text_section  # noqa: E402
 from commands import run_command  # noqa: E402
 
 from harness import results  # noqa: E402
@@ -235,6 +238,7 @@ MET_EVERYWHERE = {
     "decoding": {"cached": 0.15, "recomputed": 0.60, "torch": 0.17},
     "launches": {"step": 300, "token": 40, "step_budget": 366, "token_budget": 46},
     "fused": {"passed": ["adam_update", "layer_norm"], "failed": []},
+    "text": {"steps": (0.050, 0.060), "held_out": (1.80, 1.83), "gap_allowed": 0.05},
 }
 
 
@@ -244,12 +248,16 @@ def verdicts(measured):
 
 def test_the_targets_table_says_met_for_numbers_that_meet_every_target():
     text = targets.table(MET_EVERYWHERE)
-    assert text.startswith("Targets: 12 met, 0 not met, 0 not measured, of 12.")
+    assert text.startswith("Targets: 14 met, 0 not met, 0 not measured, of 14.")
     assert set(verdicts(MET_EVERYWHERE).values()) == {"met"}
     assert "| vs_pytorch tiny: step time / PyTorch CUDA eager's <= 0.7 | 0.60 (6.0 / 10.0 ms)" \
            " | met |" in text
     assert "| greedy decoding: minitrans recomputing / with the cache >= 3 | 4.0x" in text
     assert "worst 0.94 (copy: 370 / 394 MB) of 2 configs | met |" in text
+    assert ("| nanoGPT's GPU recipe: minitrans's step <= the twin's | 0.83 (50.0 / 60.0 ms) "
+            "| met |") in text
+    assert ("| nanoGPT's GPU recipe: held-out losses within 0.05 nats of the twin's | 0.0300 "
+            "(1.8000 / 1.8300) | met |") in text
 
 
 @pytest.mark.parametrize("key, planted, target", [
@@ -266,6 +274,9 @@ def test_the_targets_table_says_met_for_numbers_that_meet_every_target():
     ("launches", {"step": 300, "token": 47, "step_budget": 366, "token_budget": 46},
      "launches of a decoded token"),
     ("fused", {"passed": ["layer_norm"], "failed": ["adam_update"]}, "fused = reference"),
+    ("text", {"steps": (0.0601, 0.060)}, "nanoGPT's GPU recipe: minitrans's step"),
+    ("text", {"held_out": (1.80, 1.8501)}, "nanoGPT's GPU recipe: held-out losses"),
+    ("text", {"held_out": (float("nan"), 1.83)}, "nanoGPT's GPU recipe: held-out losses"),
 ])
 def test_one_number_past_its_target_is_that_target_not_met_alone(key, planted, target):
     measured = {**MET_EVERYWHERE, key: {**MET_EVERYWHERE[key], **planted}}
@@ -273,7 +284,7 @@ def test_one_number_past_its_target_is_that_target_not_met_alone(key, planted, t
     missed = [name for name, word in found.items() if word != "met"]
     assert len(missed) == 1 and missed[0].startswith(target), found
     assert found[missed[0]] == "**not met**"
-    assert "Targets: 11 met, 1 not met, 0 not measured" in targets.table(measured)
+    assert "Targets: 13 met, 1 not met, 0 not measured" in targets.table(measured)
 
 
 def test_a_target_without_its_number_is_not_measured_never_met():
@@ -284,7 +295,7 @@ def test_a_target_without_its_number_is_not_measured_never_met():
     found = targets.rows(measured)
     unmeasured = [row for row in found if row[2] == "not measured"]
     assert len(unmeasured) == 5 and unmeasured[0][1] == "(transformers is not installed)"
-    assert targets.table({}).startswith("Targets: 0 met, 0 not met, 12 not measured")
+    assert targets.table({}).startswith("Targets: 0 met, 0 not met, 14 not measured")
     stopped = {**MET_EVERYWHERE, "train": {"gpu": 12.0, "cpu": 30.0, "cpu_reached": False}}
     assert verdicts(stopped)[targets.train_row(stopped)[0]] == "met"
     assert "the CPU not at 100% after 30.0 s" in targets.train_row(stopped)[1]
@@ -317,6 +328,54 @@ def test_the_sections_read_their_numbers_for_the_targets():
     assert model_runs.decoding_times({"configs": {}}) is None
 
 
+# ------------------------------------------------------------ nanoGPT's GPU recipe
+
+# text_lm.py's RESULT numbers of a run, as section 9 reads them
+TEXT_FOUND = {"steps": 200, "warm": 5, "dropout": 0.2, "eval_windows": 100, "gap_allowed": 0.05,
+              "setup": "the Markdown prose of the lessons: ...",
+              "minitrans": {"step_ms": 50.0, "tokens_per_s": 327680.0, "wall_s": 10.4,
+                            "loss": 1.80, "train_loss": 1.70},
+              "twin": {"step_ms": 60.0, "tokens_per_s": 273066.7, "wall_s": 12.2,
+                       "loss": 1.83, "train_loss": 1.71}}
+
+
+def test_the_text_section_reads_its_numbers_and_fails_on_a_loss_that_is_not_finite():
+    assert text_section.measured_numbers(TEXT_FOUND) == {
+        "steps": (0.05, 0.06), "held_out": (1.80, 1.83), "gap_allowed": 0.05}
+    result = text_section.text_result(TEXT_FOUND)
+    assert result.status == "passed" and result.numbers[0].startswith(
+        "median step after 5 warm-up steps: minitrans 50.0 ms, PyTorch 60.0 ms "
+        "(minitrans / PyTorch 0.83)")
+    assert "gap 0.0300, allowed 0.05" in result.numbers[1]
+    assert "masks of their own" in result.details
+    for side, key in (("minitrans", "train_loss"), ("twin", "loss")):
+        planted = {**TEXT_FOUND, side: {**TEXT_FOUND[side], key: float("nan")}}
+        failed = text_section.text_result(planted)
+        assert failed.status == "FAILED" and "not finite" in failed.why
+
+
+def test_a_failing_text_section_is_failed_and_the_check_goes_on(monkeypatch):
+    """A text_lm.py that exits at once with an error (its --steps 0,
+    planted): the section is FAILED, saying why, its targets not measured,
+    and the section after it, the test suite's (one quick test), still runs
+    and passes."""
+    pytest.importorskip("torch", reason="PyTorch is not installed: the section is skipped")
+    monkeypatch.setitem(text_section.FLAGS, True, text_section.FLAGS[True] + ["--steps", "0"])
+    monkeypatch.setattr(sections, "REHEARSAL_TESTS", [
+        "tests/library/test_linear.py::test_no_bias_layer_has_only_W"])
+    measured, reports = {}, []
+    outcomes, interrupted = check.run_sections(sections.Mode(rehearsal=True), 120,
+                                               ["text", "pytest"], reports.append, measured)
+    assert not interrupted and len(reports) == 2
+    assert outcomes["text"].status == "FAILED", outcomes["text"]
+    assert "text_lm.py exited with status 2" in outcomes["text"].why
+    assert "--steps: expected at least 1, got 0" in outcomes["text"].why
+    assert outcomes["pytest"].status == "passed", outcomes["pytest"]
+    assert "text" not in measured
+    assert verdicts(measured)["nanoGPT's GPU recipe: minitrans's step <= the twin's"] == \
+        "not measured"
+
+
 # ------------------------------------------------------------ end to end
 
 
@@ -331,13 +390,14 @@ def test_the_rehearsal_runs_every_section_into_one_report(tmp_path):
         assert f"\n{field}" in written.split("\n| # |")[0]
     for number, key in enumerate(["Environment report", "CuPy leg of the test suite",
                                   "Gradient check", "20 training steps", "copy task",
-                                  "Greedy decoding", "against PyTorch", "Kernel launches"], 1):
+                                  "Greedy decoding", "against PyTorch", "Kernel launches",
+                                  "nanoGPT's GPU recipe"], 1):
         assert f"\n## {number}. " in written and key in written.split(f"\n## {number}. ")[1]
     head = written.split("\n| # |")[0]
     assert "\nTargets: " in head and "| target | measured | verdict |" in head
     parts = written.split("\n## ")[1:]
-    assert len(parts) == 8 and all("Status: " in part for part in parts)
-    assert all("Status: passed" in part for part in parts[1:6] + parts[7:]), written[:3000]
+    assert len(parts) == 9 and all("Status: " in part for part in parts)
+    assert all("Status: passed" in part for part in parts[1:6] + parts[7:8]), written[:3000]
     assert "every tensor" in parts[2] and "| 20 |" in parts[3]
     assert "fused = reference on the device: " in parts[1] and " 0 pairs" not in parts[1]
     assert "--device cpu on this machine: 100% in " in parts[4]
@@ -345,8 +405,20 @@ def test_the_rehearsal_runs_every_section_into_one_report(tmp_path):
     assert "| `train copy` to 100%: " in head and "| fused = reference on the device" in head
     if importlib.util.find_spec("torch") is None:  # pip install ".[dev]": no reference to run
         assert "Status: skipped" in parts[6] and "PyTorch is not installed" in parts[6]
+        assert "Status: skipped" in parts[8] and "PyTorch is not installed" in parts[8]
     else:  # vs_pytorch.py's report: both pairs of workers, PyTorch's two Adams, the split
         assert "Status: passed" in parts[6] and "| tiny |" in parts[6], written[:3000]
         assert "2 worker threads" in parts[6] and "| tiny | glibc default |" in parts[6]
         assert "PyTorch's Adam: torch: fused; torch default: PyTorch's default" in parts[6]
         assert "| tiny | " in parts[6].split("matrix products alone")[1]
+        # nanoGPT's recipe at tiny sizes on the lessons' prose, its numbers in the targets
+        assert "Status: passed" in parts[8], parts[8][:3000]
+        assert "median step after 1 warm-up steps: minitrans " in parts[8]
+        assert "held-out loss over 8 windows: minitrans " in parts[8]
+        assert "Markdown prose of the lessons" in parts[8] and "6 steps of 4 windows" in parts[8]
+        speed, losses = (re.search(rf"\n\| nanoGPT's GPU recipe: {what}[^|]* \| ([^|]*) "
+                                   r"\| ([^|]*) \|\n", head)
+                         for what in ("minitrans's step", "held-out losses"))
+        assert re.fullmatch(r"\d+\.\d\d \([\d.]+ / [\d.]+ ms\)", speed[1]), speed[0]
+        assert re.fullmatch(r"\d\.\d{4} \([\d.]+ / [\d.]+\)", losses[1]), losses[0]
+        assert "not measured" not in speed[2] + losses[2]
