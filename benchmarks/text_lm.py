@@ -51,7 +51,6 @@ import json
 import math
 import os
 import pathlib
-import re
 import statistics
 import sys
 import tempfile
@@ -62,6 +61,7 @@ from minitrans.core import backend
 from minitrans.data.text_corpus import TextWindows, every_window
 from minitrans.training.text_recipe import text_loss
 from minitrans.training.text_run import new_text_trainer, text_train_config
+from minitrans_course.course_prose import lesson_prose
 
 from harness import machine, results
 
@@ -100,20 +100,8 @@ RECIPES = {
                    train=dict(block_size=32, batch_size=4), steps=200, eval_windows=8,
                    untuned=0, warm=1),
 }
+LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
 BACKEND_NAMES = {"numpy": "NumPy", "strict": "the strict backend", "cupy": "CuPy"}
-
-
-def lesson_prose(folder=pathlib.Path(__file__).resolve().parents[1] / "lessons"):
-    """The text of every Markdown cell of the lesson sources in ``folder``,
-    in the files' order, without the leading "# " of each line: lesson 16's
-    own text of the course's prose."""
-    cells = []
-    for source in sorted(pathlib.Path(folder).glob("[0-9][0-9]_*.py")):
-        for cell in re.split(r"^# %%", source.read_text(encoding="utf-8"), flags=re.MULTILINE):
-            if cell.startswith(" [markdown]"):
-                lines = cell.splitlines()[1:]  # the first line is the cell's marker
-                cells.append("\n".join(line[2:] for line in lines).strip())
-    return "\n\n".join(cells) + "\n"
 
 
 def minitrans_side(data, steps, out_dir, recipe=RECIPES["cpu"]):
@@ -265,7 +253,7 @@ def text_file(args):
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "lessons.txt")
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(lesson_prose())
+            handle.write(lesson_prose(LESSONS))
         yield path, "the Markdown prose of the lessons (lessons/NN_*.py, as lesson 16 gathers it)"
 
 

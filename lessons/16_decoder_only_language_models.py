@@ -510,23 +510,11 @@ plt.show()
 
 # %%
 import pathlib
-import re
 import tempfile
 
+from minitrans_course.course_prose import lesson_prose
 
-def lesson_prose(folder="."):
-    """The text of every Markdown cell of the lesson sources in ``folder``,
-    in the files' order, without the leading "# " of each line."""
-    cells = []
-    for source in sorted(pathlib.Path(folder).glob("[0-9][0-9]_*.py")):
-        for cell in re.split(r"^# %%", source.read_text(encoding="utf-8"), flags=re.MULTILINE):
-            if cell.startswith(" [markdown]"):
-                lines = cell.splitlines()[1:]  # the first line is the cell's marker
-                cells.append("\n".join(line[2:] for line in lines).strip())
-    return "\n\n".join(cells) + "\n"
-
-
-prose = lesson_prose()
+prose = lesson_prose(".")  # the Markdown cells of every lesson in this folder
 workdir = tempfile.TemporaryDirectory()  # the token files and the run's checkpoints
 prose_path = pathlib.Path(workdir.name) / "prose.txt"
 prose_path.write_text(prose, encoding="utf-8")

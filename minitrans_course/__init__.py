@@ -11,6 +11,7 @@ use and the library does not.
     interactive.py, interactive_figures.py, interactive_script.py
                         the lessons' slider figures
     path_lengths.py     Table 1 of the paper, measured
+    course_prose.py     the lessons' prose as one text, to train a small GPT on
 
 It imports ``minitrans`` like any learner's code does; ``minitrans`` never
 imports it (tests/library/test_layout.py fails if it does), so the library
