@@ -123,19 +123,26 @@ def _word_counts(corpus):
     return dict(counts)
 
 
-def _merge(symbols, pair):
-    """Every occurrence of ``pair`` in ``symbols`` (a list) merged into one
-    symbol, left to right, so that x x x with (x, x) gives xx x."""
+def merged_word(symbols, pair, new):
+    """Every occurrence of ``pair`` in ``symbols`` (a list) replaced by the
+    one symbol ``new``, left to right, so that x x x with (x, x) gives xx x.
+    Here ``new`` is the pair's two strings joined; byte-level learning
+    (``data.byte_bpe_learning``) numbers its symbols and passes the number."""
     left, right = pair
     merged, i = [], 0
     while i < len(symbols):
         if i + 1 < len(symbols) and symbols[i] == left and symbols[i + 1] == right:
-            merged.append(left + right)
+            merged.append(new)
             i += 2
         else:
             merged.append(symbols[i])
             i += 1
     return merged
+
+
+def _merge(symbols, pair):
+    """``merged_word`` of a pair of strings, into their concatenation."""
+    return merged_word(symbols, pair, pair[0] + pair[1])
 
 
 def _last_first(pair):

@@ -42,6 +42,7 @@ import heapq
 import re
 
 from minitrans.core import checks
+from minitrans.data.bpe import merged_word
 from minitrans.data.byte_level_bpe import (BYTE_TO_CHAR, GPT2_PATTERN, BPEModel, compile_pattern,
                                            from_byte_level, lookup_tokens, regex, to_byte_level)
 from minitrans.data.vocab import DataError, Vocab
@@ -188,21 +189,6 @@ def count_change(counts, old, new, freq):
         counts[pair] -= freq
     for pair in zip(new, new[1:]):
         counts[pair] += freq
-
-
-def merged_word(symbols, pair, new):
-    """Every occurrence of ``pair`` in ``symbols`` replaced by ``new``, left
-    to right, so that x x x with (x, x) gives xx x."""
-    left, right = pair
-    merged, i = [], 0
-    while i < len(symbols):
-        if i + 1 < len(symbols) and symbols[i] == left and symbols[i + 1] == right:
-            merged.append(new)
-            i += 2
-        else:
-            merged.append(symbols[i])
-            i += 1
-    return merged
 
 
 # ---------------------------------------------------------------- applying
