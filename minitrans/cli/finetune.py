@@ -19,7 +19,6 @@ leaves the old folder or the new one. The corpus is read by the rules of
 """
 
 import os
-import sys
 
 from minitrans.cli import flags, pretrained_folder, resume_flags
 from minitrans.core.memory_budget import training_bytes
@@ -102,7 +101,7 @@ def run(args):
                 "--block-size)")
     model, tokenizer, info = pretrained_folder.load_model(folder, "--init-from", training)
     model.train()
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = flags.progress_bar(args)
     lr = args.lr or DEFAULT_LR
     trainer = FinetuneTrainer(model, task, train_config, lr, progress=progress,
                               source={"init_from": os.path.abspath(folder),
@@ -116,9 +115,7 @@ def run(args):
     try:
         trainer.fit()
     except interrupt.TrainingInterrupted as stop:
-        print(f"interrupted at step {stop.step}; saved {stop.checkpoint} (a fine-tuning run "
-              "cannot be resumed: start it again)", file=sys.stderr)
-        return 130
+        return flags.interrupted(stop, " (a fine-tuning run cannot be resumed: start it again)")
     best = trainer.best_evaluation()
     trainer.load_best()
     save_pretrained(model, out, info.architecture, extra=extra_fields(model, info),

@@ -1,9 +1,10 @@
 """What the commands of ``minitrans`` share, declared once: argument types
 that refuse a bad value in the words of ``core.checks``, the help
-formatter, and the flags several commands take (--checkpoint, --seed,
---device)."""
+formatter, the flags several commands take (--checkpoint, --seed,
+--device), and how a training command shows progress and stops on Ctrl-C."""
 
 import argparse
+import sys
 
 from minitrans.core import backend, checks
 from minitrans.training.run_files import run_folder
@@ -114,3 +115,21 @@ def new_run_folder(args, name):
     if out != default:
         print(f"{default} holds another run; this one writes into {out}")
     return out
+
+
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C: 128 + SIGINT, as shells say
+
+
+def progress_bar(args):
+    """Whether a training command draws a progress bar: unless --no-progress,
+    and only on a terminal (a bar floods a log file)."""
+    return not args.no_progress and sys.stderr.isatty()
+
+
+def interrupted(stop, what_next):
+    """Say, on standard error, where a run stopped by Ctrl-C (``stop``, a
+    ``TrainingInterrupted``) left its checkpoint, then ``what_next``; return
+    the command's exit status."""
+    print(f"interrupted at step {stop.step}; saved {stop.checkpoint}{what_next}",
+          file=sys.stderr)
+    return INTERRUPTED

@@ -72,7 +72,7 @@ def main(argv=None):
         return 1
     except KeyboardInterrupt:
         print("minitrans: interrupted", file=sys.stderr)
-        return 130
+        return flags.INTERRUPTED
     except _UsageError as error:
         print(error, file=sys.stderr)
         return 2

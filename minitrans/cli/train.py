@@ -178,7 +178,7 @@ def run(args):
     finetune.check_not_given(args)
     flags.use_device(args)
     check_corpus_flags(args)
-    progress = not args.no_progress and sys.stderr.isatty()  # a bar floods a log file
+    progress = flags.progress_bar(args)
     if args.resume:
         trainer = resume(args, progress)
     else:
@@ -228,9 +228,8 @@ def run(args):
     try:
         result = trainer.fit()
     except interrupt.TrainingInterrupted as stop:
-        print(f"interrupted at step {stop.step}; saved {stop.checkpoint}; resume with "
-              f"minitrans train {args.task} --resume {stop.checkpoint}", file=sys.stderr)
-        return 130
+        return flags.interrupted(
+            stop, f"; resume with minitrans train {args.task} --resume {stop.checkpoint}")
     figures = trainer.save_plots()
     print(
         f"held-out exact match {result['exact_match']:.1%} on {result['pairs']} pairs "

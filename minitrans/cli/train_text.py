@@ -15,7 +15,6 @@ token files go into the run's folder only once every flag has passed.
 """
 
 import os
-import sys
 
 from minitrans.cli import flags, resume_flags
 from minitrans.data.tasks import TEXT
@@ -68,7 +67,7 @@ def check_not_given(args):
 def run(args):
     check_flags(args)
     flags.use_device(args)
-    progress = not args.no_progress and sys.stderr.isatty()  # a bar floods a log file
+    progress = flags.progress_bar(args)
     trainer = resume(args, progress) if args.resume else new_run(args, progress)
     config, task, model = trainer.config, trainer.task, trainer.model
     budget = f" or {config.max_minutes:g} minutes" if config.max_minutes is not None else ""
@@ -83,9 +82,8 @@ def run(args):
     try:
         trainer.fit()
     except interrupt.TrainingInterrupted as stop:
-        print(f"interrupted at step {stop.step}; saved {stop.checkpoint}; resume with "
-              f"minitrans train {TEXT} --resume {stop.checkpoint}", file=sys.stderr)
-        return 130
+        return flags.interrupted(
+            stop, f"; resume with minitrans train {TEXT} --resume {stop.checkpoint}")
     figures = trainer.save_plots()
     best = trainer.best_evaluation()
     print(f"held-out loss {best['loss']:.4f} nats/token, {best['bits_per_character']:.4f} "
