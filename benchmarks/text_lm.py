@@ -20,7 +20,9 @@ with AdamW's fused kernel (``fused=True``) and a thread per core: PyTorch's
 best documented setting on a CPU short of compiling the model. PyTorch's
 untuned figure, its default AdamW, is timed beside it over UNTUNED_STEPS
 steps. The two sides take turns of TURN steps, so that whatever else the
-machine does falls on both.
+machine does falls on both. Where minitrans's workers are processes (on
+Linux), the same trainer with its workers on threads is timed over
+UNTUNED_STEPS steps too: what the processes save (lesson 21).
 
 Reported: the median time of a step and tokens per second, the wall time
 of all the steps, and the held-out loss at the end, in nats per character
@@ -59,6 +61,7 @@ import time
 import minitrans
 from minitrans.core import backend
 from minitrans.data.text_corpus import TextWindows, every_window
+from minitrans.training.optimisation.parallel import DataParallel
 from minitrans.training.text_recipe import text_loss
 from minitrans.training.text_run import new_text_trainer, text_train_config
 from minitrans_course.course_prose import lesson_prose
@@ -275,6 +278,7 @@ def run(args, report):
                    else None)
         ours, theirs = train_in_turns(trainer, twin, args.steps, TURN, report)
         untuned_times = [timed(untuned.step) for _ in range(min(recipe.untuned, args.steps))]
+        threads_times = thread_times(trainer, data, args.steps, folder, recipe)
         windows = recipe.eval_windows
         ours_loss, measured = text_loss(trainer.model, task.valid, task.block_size, windows)
         theirs_loss = twin.held_out_loss(task.valid, task.block_size, windows)
@@ -287,11 +291,14 @@ def run(args, report):
         if untuned_times:
             rows[f"PyTorch twin, untuned (default AdamW), first {len(untuned_times)} steps"] = \
                 dict(summary(untuned_times, tokens, None), wall_s=None)
+        if threads_times:
+            rows[f"minitrans, worker threads, first {len(threads_times)} steps"] = \
+                dict(summary(threads_times, tokens, None), wall_s=None)
         model = trainer.model.config
         setup = (f"{task.description}; model {model.N} layers, {model.h} heads, width "
                  f"{model.d_model}, {sum(p.size for _, p, _ in trainer.model.named_parameters()):,}"
                  f" parameters; {args.steps} steps of {config.batch_size} windows of "
-                 f"{task.block_size}, minitrans with {trainer.parallel.workers} workers")
+                 f"{task.block_size}, minitrans with {workers_text(trainer.parallel)}")
         if text_name:
             setup = f"{text_name}: {setup.replace(data, 'the prose')}"
         if model.dropout:
@@ -306,6 +313,26 @@ def run(args, report):
                                      train_loss=tail_mean(trainer.history["loss"])),
                    "twin": dict(list(rows.values())[1], train_loss=tail_mean(twin.losses))}
         return setup, rows, numbers
+
+
+def thread_times(trainer, data, steps, folder, recipe):
+    """The step times of ``trainer``'s twin with its workers on threads,
+    over the first ``recipe.untuned`` steps; none where its workers are not
+    processes."""
+    parallel = trainer.parallel
+    if not (parallel.processes and parallel.workers > 1 and recipe.untuned):
+        return []
+    on_threads = minitrans_side(data, steps, os.path.join(folder, "threads"), recipe)
+    on_threads.parallel = DataParallel(on_threads.model, on_threads.loss_fn, parallel.workers,
+                                       parallel.blas_threads, processes=False)
+    return [timed(on_threads.train_step) for _ in range(min(recipe.untuned, steps))]
+
+
+def workers_text(parallel):
+    """"2 worker processes", "2 worker threads" or "1 worker"."""
+    if parallel.workers == 1:
+        return "1 worker"
+    return f"{parallel.workers} worker {'processes' if parallel.processes else 'threads'}"
 
 
 def tail_mean(losses):

@@ -7,8 +7,8 @@
 # the devices add their gradients before the optimiser step. This is data
 # parallelism (PyTorch's `DistributedDataParallel`; lesson 20 ends there).
 #
-# minitrans uses the same idea on a laptop CPU, with threads for devices:
-# its `Trainer` splits every batch over two worker threads. This lesson:
+# minitrans uses the same idea on a laptop CPU, with its cores for devices:
+# its `Trainer` splits every batch over two workers. This lesson:
 #
 # 1. shows why the gradient of a batch is a weighted sum of the gradients
 #    of its shards, and why the weights are token counts, not 1/2;
@@ -17,7 +17,8 @@
 # 3. opens a replica: a copy of the model that shares its parameters but
 #    keeps its own caches, gradients and dropout masks;
 # 4. measures why this pays on a CPU: NumPy runs a matrix product on every
-#    core, but an element-wise operation on one;
+#    core, but an element-wise operation on one; and why the second worker
+#    is a process of its own rather than a thread;
 # 5. ends with an exercise: combine the shards' gradients yourself.
 
 # %%
@@ -81,11 +82,12 @@ print(f"plain mean of the halves: {np.mean(shard_losses):.6f}  (wrong)")
 # %% [markdown]
 # ## DataParallel
 #
-# `DataParallel(model, loss_fn, workers)` does this with threads. Its
+# `DataParallel(model, loss_fn, workers)` does this. Its
 # `forward_backward(inputs, targets)` cuts the batch into `workers` shards
 # of nearly equal rows, counts each shard's real targets, runs shard 1 in
 # the calling thread on the model itself and every other shard in a worker
-# thread on a replica, each backward started with its share $n_s / n$;
+# on a replica (a process of its own on Linux, a thread elsewhere: the
+# last section says why), each backward started with its share $n_s / n$;
 # then it adds the replicas' gradients into the model's. It returns the
 # loss of the whole batch and, like `model.backward`, *adds* the gradient
 # into `model.grads`.
@@ -143,7 +145,7 @@ print(f"largest relative error over {3 * len(analytic)} entries: {worst:.1e}")
 # %% [markdown]
 # ## A replica
 #
-# Why not let two threads run the same model object? A layer keeps, in
+# Why not let two workers run the same model object? A layer keeps, in
 # `self.cache`, what its backward needs (lesson 11), and adds into
 # `self.grads`: two threads in one layer would overwrite each other's cache
 # and race on the same gradient arrays. A replica is a copy of the model
@@ -169,7 +171,7 @@ print(f"{len(dropouts)} dropout layers; seeds of the first, model and replica: {
 # from the model's seed and the replica's number: with the same seeds, the
 # two halves of a batch would drop the same positions. Each shard's numbers
 # depend only on its rows and these seeds, so a step gives the same result
-# whichever thread finishes first (a test in `tests/library/test_parallel.py`
+# whichever worker finishes first (a test in `tests/library/test_parallel.py`
 # checks that three runs of a step agree bit for bit).
 #
 # ## Why it pays on a CPU
@@ -205,38 +207,73 @@ for threads in (1, 2):
 # core has nothing to do.
 #
 # Two workers, each with a half batch and one BLAS thread, keep both cores
-# busy for *all* of the step: NumPy lets go of Python's global interpreter
-# lock inside its loops, so the two threads truly run at once. A training
-# step of a mid-sized model (float32), with one worker and with two, timed
-# on minitrans's fast kernels, those `minitrans train` runs (lesson 1):
+# busy for *all* of the step. Before timing them, one more choice: what a
+# worker is.
+#
+# ## Threads or processes
+#
+# A thread is the cheapest worker: it shares everything with the thread
+# that started it, the replica's arrays included. But Python runs the
+# Python code of one thread at a time: each thread must hold the
+# interpreter's *global interpreter lock* (the GIL) to run Python. NumPy
+# lets go of the lock inside each operation, so two threads do compute at
+# once, but every operation begins and ends in Python. When a thread's
+# operation ends while the other thread holds the lock, it sleeps until
+# the lock is handed over, and a training step of a small model is
+# thousands of short operations: thousands of chances to wait.
+#
+# A process has an interpreter, and a lock, of its own. On Linux,
+# `DataParallel` forks a process for each replica but the first at the
+# first step (`minitrans/training/optimisation/worker_processes.py`).
+# The copy starts with everything the trainer had, and the two then share
+# only what is put in *shared memory*: the parameters, which the trainer
+# writes there before each step, and the replica's gradients, which the
+# worker writes and the trainer adds into the model's. Only the shard's
+# token ids and its loss travel through a pipe. The numbers are those of
+# threads, bit for bit (`tests/library/test_worker_processes.py`). PyTorch's
+# `DistributedDataParallel` runs one process per GPU for the same reason.
+#
+# A training step of a mid-sized model (float32), with one worker, two
+# worker threads and two worker processes, timed on minitrans's fast
+# kernels, those `minitrans train` runs (lesson 1):
 
 # %%
+from minitrans.training.optimisation.worker_processes import processes_usable
+
 minitrans.use("numpy", dtype="float32", kernels="fast")  # timed as training runs (lesson 1)
 sizes = minitrans.ModelConfig(vocab_size=1000, d_model=128, h=4, N=2, d_ff=512, dropout=0.1,
                               max_len=40)
 batch = [np.random.default_rng(3).integers(4, 1000, size=(64, 32)) for _ in range(3)]
+kinds = {"one worker": (1, False), "two worker threads": (2, False)}
+if processes_usable():  # Linux
+    kinds["two worker processes"] = (2, True)
 step_times = {}
-for workers in (1, 2):
+for kind, (workers, processes) in kinds.items():
     model = minitrans.Transformer(sizes, rng=0)
-    parallel = DataParallel(model, LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=workers)
+    parallel = DataParallel(model, LabelSmoothedCrossEntropy(0.1, pad_id=0), workers=workers,
+                            processes=processes)
 
     def one_step():
         model.zero_grad()
         parallel.forward_backward((batch[0], batch[1]), batch[2])
 
-    one_step()  # the first step allocates
-    step_times[workers] = best_of(one_step)
-    print(f"{workers} worker(s): forward and backward of 64 x 32 tokens in "
-          f"{step_times[workers] * 1e3:.0f} ms")
-print(f"two workers take {step_times[2] / step_times[1]:.2f} of the time of one")
+    one_step()  # the first step allocates (and forks)
+    step_times[kind] = best_of(one_step)
+    print(f"{kind:>21}: forward and backward of 64 x 32 tokens in "
+          f"{step_times[kind] * 1e3:.0f} ms, {step_times[kind] / step_times['one worker']:.2f} "
+          f"of one worker's time")
 
 # %% [markdown]
-# Two workers take clearly less time than one (the ratio printed above). For
-# whole training steps, Adam included, two workers take 0.72 to 0.95 of the
-# time of one, depending on the model's sizes: `python
-# benchmarks/vs_pytorch.py` times minitrans's steps beside PyTorch's with
-# two workers, and with `--workers 1` with one. On one core, or a busy
-# machine, less is gained.
+# On two free cores, two workers take clearly less time than one. How much
+# the processes save over threads depends on how short the operations are
+# and on how long a sleeping thread takes to wake (longer on a virtual
+# machine): `python benchmarks/text_lm.py` times the training step of
+# nanoGPT's small character model with each, and its results are in
+# `benchmarks/results/text_lm/`. On one core, or a busy machine, less is
+# gained. For whole training
+# steps, Adam included, `python benchmarks/vs_pytorch.py` times minitrans's
+# steps beside PyTorch's with two workers, and with `--workers 1` with one.
+#
 # The Trainer uses two workers on the CPU (`TrainConfig.workers`,
 # `minitrans train --workers`), whatever the number of cores: the shards,
 # and so the dropout masks, depend on the number of workers, and a run
@@ -298,11 +335,15 @@ check_combine_shard_gradients(my_combine);
 #   one central differences find.
 # * A replica shares the model's parameter arrays, so optimiser steps reach
 #   it for free, and keeps its own caches, gradients and dropout seeds, so
-#   two threads never write to the same array.
+#   two workers never write to the same array.
 # * NumPy's matrix products use every core but its element-wise work uses
 #   one; two workers with one BLAS thread each keep two cores busy for the
 #   whole step. The Trainer uses two on any CPU, so that a run gives
 #   the same numbers on every machine, and one on a GPU.
+# * Threads take turns with Python's global interpreter lock between
+#   operations; a process has its own. On Linux the second worker is a
+#   forked process that shares the parameters and its gradients with the
+#   trainer through shared memory.
 # * On many GPUs, adding the gradients becomes an all-reduce; the weighted
 #   sum is the same.
 #

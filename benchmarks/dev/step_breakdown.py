@@ -5,6 +5,8 @@
 
 Each config's minitrans step runs as vs_pytorch.py runs it (the same
 runner: DataParallel's workers, each with its share of BLAS threads, Adam;
+the workers on threads, whose kernels the timers of this process see,
+where training on Linux runs them in processes of their own;
 the script starts itself again with the tuned malloc and the thread
 variables of vs_pytorch's workers), first
 plainly, to time the step, then with every array of the model viewed as a
@@ -227,9 +229,11 @@ def breakdown(name, args):
     sizes = ALL_CONFIGS[name]
     steps = args.steps or 3 * STEPS_PER_TURN[name]
     timed_runner = make_runner("minitrans", sizes, "cpu", args.threads)
+    timed_runner.use_threads()  # its kernels timed in this process
     timed_runner.step()  # the optimiser's moments, before the views
     totals, layer_calls, products = timed_step(timed_runner, steps)
     runner = make_runner("minitrans", sizes, "cpu", args.threads)  # plain arrays
+    runner.use_threads()  # the step the kernels split
     for _ in range(3):
         runner.step()
     workers, blas_threads = runner.parallel.workers, runner.parallel.blas_threads

@@ -12,8 +12,9 @@ from harness.workload import (ADAM_SETTINGS, BATCHES, DECODE_LENGTH, decode_sour
 
 class MinitransRunner:
     """minitrans's training step as the Trainer runs it: the batch split over
-    ``workers`` threads (minitrans.training.optimisation.parallel), each with ``threads // workers``
-    BLAS threads, so that it uses ``threads`` threads in all, as PyTorch does."""
+    ``workers`` workers (minitrans.training.optimisation.parallel: processes
+    on Linux, else threads), each with ``threads // workers`` BLAS threads,
+    so that it uses ``threads`` threads in all, as PyTorch does."""
 
     def __init__(self, sizes, device, threads=2, workers=None):
         import minitrans
@@ -54,6 +55,16 @@ class MinitransRunner:
         if self.device == "gpu":
             self.minitrans.get_xp().cuda.Device().synchronize()
 
+    def use_threads(self):
+        """Run the workers on threads from now on. A worker process computes
+        where no TimedArray of this process sees its products: the profiles
+        split a step on threads."""
+        from minitrans.training.optimisation.parallel import DataParallel
+
+        parallel = self.parallel
+        self.parallel = DataParallel(self.model, self.loss_fn, parallel.workers,
+                                     parallel.blas_threads, processes=False)
+
     def profile(self, steps):
         """Seconds and FLOPs in matrix products per step: every array of the
         model becomes a TimedArray, whose @ is timed and counted.
@@ -66,6 +77,7 @@ class MinitransRunner:
         so that the step splits into its products and the rest."""
         if self.device == "gpu":
             return {"matmul_seconds": None, "matmul_flops": None, "step_seconds": None}
+        self.use_threads()
         self.model.apply_to_arrays(lambda a: a.view(TimedArray))
         self.optimizer.m = {k: v.view(TimedArray) for k, v in self.optimizer.m.items()}
         self.optimizer.v = {k: v.view(TimedArray) for k, v in self.optimizer.v.items()}

@@ -309,7 +309,8 @@ def header(results):
     if machine.get("gpu"):
         return gpu_header(results)
     workers = machine.get("workers", 1)  # raw measurements that do not name them
-    split = (f" (minitrans: {workers} worker threads, each on a part of the batch with "
+    kind = machine.get("worker_kind", "threads")  # runs that did not record it used threads
+    split = (f" (minitrans: {workers} worker {kind}, each on a part of the batch with "
              f"{machine['blas_threads']} BLAS thread(s))" if workers > 1 else "")
     first = next(iter(results["configs"].values()), {})
     seen = first.get("allocators", {})

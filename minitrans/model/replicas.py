@@ -1,13 +1,14 @@
-"""Copies of a model that share its parameters: one per worker thread.
+"""Copies of a model that share its parameters: one per worker.
 
-A batch's rows can be split into shards and each shard run on a thread of
-its own, training (``minitrans.training.optimisation.parallel.DataParallel``) or decoding
-(``minitrans.decoding.shards``). Two threads cannot run the same layer at
-once: a layer keeps what its backward needs in ``self.cache``, and the
-decoding caches grow per call. So each worker runs a *replica*: a copy of
-the module tree that holds the same parameter arrays (no copy of the
-weights, and an update of the model is an update of every replica) but
-caches, gradients and dropout seeds of its own.
+A batch's rows can be split into shards and each shard run on a worker of
+its own, training (``minitrans.training.optimisation.parallel.DataParallel``,
+threads or processes) or decoding (``minitrans.decoding.shards``, threads).
+Two workers cannot run the same layer at once: a layer keeps what its
+backward needs in ``self.cache``, and the decoding caches grow per call.
+So each worker runs a *replica*: a copy of the module tree that holds the
+same parameter arrays (no copy of the weights, and an update of the model
+is an update of every replica; a worker process reads them from shared
+memory) but caches, gradients and dropout seeds of its own.
 """
 
 import copy

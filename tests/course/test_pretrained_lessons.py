@@ -188,7 +188,7 @@ def test_lesson_23_follows_lesson_22_on_the_main_path():
 # ---- the benchmark results a lesson cites
 
 SUITE = {"task_targets.py", "ablations.py", "modern_ablation.py", "own_data.py", "vs_pytorch.py",
-         "kernels.py"}
+         "kernels.py", "text_lm.py"}
 
 
 def test_lessons_cite_results_folders_and_the_suite_only():

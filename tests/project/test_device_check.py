@@ -408,7 +408,7 @@ def test_the_rehearsal_runs_every_section_into_one_report(tmp_path):
         assert "Status: skipped" in parts[8] and "PyTorch is not installed" in parts[8]
     else:  # vs_pytorch.py's report: both pairs of workers, PyTorch's two Adams, the split
         assert "Status: passed" in parts[6] and "| tiny |" in parts[6], written[:3000]
-        assert "2 worker threads" in parts[6] and "| tiny | glibc default |" in parts[6]
+        assert "2 worker processes" in parts[6] and "| tiny | glibc default |" in parts[6]
         assert "PyTorch's Adam: torch: fused; torch default: PyTorch's default" in parts[6]
         assert "| tiny | " in parts[6].split("matrix products alone")[1]
         # nanoGPT's recipe at tiny sizes on the lessons' prose, its numbers in the targets

@@ -42,6 +42,8 @@ NOT_USER_FILES = {
     "cli/main.py": "opens /dev/null to silence output, reads nothing",
     "data/vocab.py": "parses a vocabulary's text that files/ has already read and checked",
     "data/bpe.py": "parses the merges' text that files/ has already read and checked",
+    "training/optimisation/worker_processes.py": "unpickles an error it pickled itself, to "
+                                                 "see that it survives the pipe",
 }
 
 

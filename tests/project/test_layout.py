@@ -31,7 +31,8 @@ LEVELS = ["core", "files", "ops", "layers", "model", "data", "decoding", "traini
 HOST_MODULES = {"core/backend.py", "core/strict.py", "core/cupy_differences.py", "data/batches.py",
                 "data/text_corpus.py", "files/token_file.py",
                 "training/run_files/checkpoint.py", "files/checkpoint_file.py",
-                "files/safetensors_file.py", "training/finetune.py", "cli/generate.py"}
+                "files/safetensors_file.py", "training/finetune.py", "cli/generate.py",
+                "training/optimisation/shared_arrays.py"}
 HOST_PREFIXES = ("gradcheck/",)  # the checker works on host copies, in float64
 MAX_MODULE_LINES = 300
 MAX_LINE_LENGTH = 100

@@ -1,4 +1,4 @@
-"""Data parallelism: one batch split across copies of the model, one per thread.
+"""Data parallelism: one batch split across copies of the model, one per core.
 
 The loss of a batch is a mean over its real (non-padding) target tokens. Cut
 the batch into shards along the batch axis, shard s holding n_s of the
@@ -13,39 +13,50 @@ from the others, so each can run on a core of its own, on a copy of the
 model (a *replica*) that shares the model's parameters but keeps its own
 caches and gradients. At the end, the replicas' gradients are added into the
 model's. This is how large models are trained on many GPUs (PyTorch's
-DistributedDataParallel); here the workers are threads on the CPU's cores.
+DistributedDataParallel); here the workers are the CPU's cores.
 
 Why it is worth it on a CPU: NumPy runs each large matrix product on every
 core (OpenBLAS's threads), but everything else, softmax, layer norm,
-dropout, the loss, on one core. Worker threads keep all cores busy for
-all of it, since NumPy lets go of Python's global lock inside its array
-loops. Each worker gets its share of BLAS threads (one each on two cores),
-so that the products of two workers do not fight over the cores.
+dropout, the loss, on one core. Workers keep all cores busy for all of it.
+Each worker gets its share of BLAS threads (one each on two cores), so that
+the products of two workers do not fight over the cores.
+
+On Linux the replicas other than the model run in processes of their own
+(``worker_processes``: forked at the first step, sharing the parameters and
+their gradients through shared memory). Elsewhere, and with
+``processes=False``, they run on threads: NumPy lets go of Python's global
+lock inside its array loops, so threads compute at once too, but they take
+turns with the lock between operations, and a small model's step is
+thousands of short operations (the worker processes' docstring says what
+that costs).
 
 Each replica's dropout draws its own masks (its layers get seeds of their
 own), and everything a shard computes depends only on its rows and the
-seeds, so a step gives the same numbers whichever thread runs first. With
-``workers=1`` it is the plain step: forward, loss, backward, nothing added.
+seeds, so a step gives the same numbers whichever worker finishes first,
+on threads or processes. With ``workers=1`` it is the plain step: forward,
+loss, backward, nothing added.
 """
 
 import copy
+import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from minitrans.core import backend, checks
 from minitrans.core.threads import limit_blas_threads, usable_cores
 from minitrans.layers.module import zero_grads
 from minitrans.model.replicas import default_workers, replicate, share_parameters, shard_bounds
+from minitrans.training.optimisation.worker_processes import WorkerPool, processes_usable
 
 
-# Each worker is a thread with a replica of the model (its own gradients and
-# caches): a hundred thousand of them would take minutes to make and all the
-# memory. Sixteen cores' worth with room to spare, and the same on every
+# Each worker is a thread or a process with a replica of the model (its own
+# gradients and caches): a hundred thousand of them would take minutes to
+# make and all the memory. Sixteen cores' worth with room to spare, and the same on every
 # machine, so that a configuration that runs here runs everywhere.
 MAX_WORKERS = 64
 
 
 class DataParallel:
-    """Forward, loss and backward of a batch, split over ``workers`` threads.
+    """Forward, loss and backward of a batch, split over ``workers`` workers.
 
     ``model`` is any model of this library (``model.forward(*inputs)`` gives
     logits; ``model.backward(dlogits)``), ``loss_fn`` a loss with
@@ -60,13 +71,17 @@ class DataParallel:
 
     ``blas_threads``: how many threads each worker's matrix products may
     use (default: the cores shared out, at least 1). With one worker BLAS
-    keeps its own setting.
+    keeps its own setting. ``processes``: whether the replicas other than
+    the model run in processes of their own (default: where they can, on
+    Linux with the NumPy backend; ``worker_processes.processes_usable``).
 
     ``replicas`` holds the model and its copies (``replicas[0]`` is the
-    model itself): walk them all to set something on every dropout layer.
+    model itself): walk them all to set the training mode or a dropout
+    layer's stream or p (worker processes are sent these with each shard;
+    anything else of a replica's is not for a trainer to change).
     """
 
-    def __init__(self, model, loss_fn, workers=None, blas_threads=None):
+    def __init__(self, model, loss_fn, workers=None, blas_threads=None, processes=None):
         workers = default_workers() if workers is None else workers
         checks.check_positive_int("workers", workers)
         if workers > MAX_WORKERS:
@@ -89,11 +104,16 @@ class DataParallel:
         # step zeroes them, so that its shard need not (see _add_into)
         self._zeroed = [False] * (workers - 1)
         self.loss_fns = [loss_fn] + [copy.deepcopy(loss_fn) for _ in range(1, workers)]
-        self._pool = (
-            ThreadPoolExecutor(workers - 1, thread_name_prefix="minitrans-worker")
-            if workers > 1
-            else None
-        )
+        self.processes = processes_usable() if processes is None else bool(processes)
+        if self.processes and workers > 1 and not processes_usable():
+            raise ValueError("processes: expected False or None here (worker processes need "
+                             "fork() on Linux and the NumPy backend), got True")
+        self._pool = self._processes = None
+        if workers > 1 and self.processes:
+            self._processes = WorkerPool()
+            weakref.finalize(self, self._processes.close)  # stops the workers with this object
+        elif workers > 1:
+            self._pool = ThreadPoolExecutor(workers - 1, thread_name_prefix="minitrans-worker")
         self.blas_threads = blas_threads
 
     def modules(self):
@@ -120,8 +140,12 @@ class DataParallel:
         shares = [count / total if total else 0.0 for count in counts]
         for twins in self._twins:
             share_parameters(twins)
+        calls = [(s, x, t, shares[s]) for s, x, t in shards]
         with limit_blas_threads(self.blas_threads):
-            losses = self._on_workers(self._shard, [(s, x, t, shares[s]) for s, x, t in shards])
+            if self._processes is not None:
+                losses = self._processes.run(self, calls)
+            else:
+                losses = self._on_workers(self._shard, calls)
         self._add_replica_gradients(used=len(shards))
         return backend.get_xp().asarray(
             sum(float(loss) * share for loss, share in zip(losses, shares)),
@@ -138,7 +162,8 @@ class DataParallel:
         after it is added, ready for the next step, on both threads: the
         replicas' own workers then start their shards at once, instead of
         zeroing first while the model's worker, whose gradients the caller
-        zeroed, is already computing."""
+        zeroed, is already computing. With worker processes the sums run in
+        this process alone, from their shared gradients."""
         if used < 2:
             return
         jobs = []  # (the model's gradient, the replicas' gradients of the same parameter)
@@ -153,7 +178,10 @@ class DataParallel:
     def _on_workers(self, function, calls):
         """[function(*args) for args in calls], the first in this thread and
         the others in the pool's, all at once. Every call finishes before
-        this returns, even if one failed; then the first error is raised."""
+        this returns, even if one failed; then the first error is raised.
+        With worker processes, which have no threads here, one by one."""
+        if self._pool is None:
+            return [function(*args) for args in calls]
         futures = [self._pool.submit(function, *args) for args in calls[1:]]
         try:
             first = function(*calls[0])
