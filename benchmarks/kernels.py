@@ -93,6 +93,10 @@ def cases(name, c, rng):
         _, (x_hat, inv_rms) = rmsnorm.rms_norm.reference(normal(B, T, D), g, 1e-5)
         return [normal(B, T, D), g, x_hat, inv_rms]
 
+    def gelu_backward_args():
+        a = normal(B, T, d_ff)
+        return [a, activations.gelu_gate(a), normal(B, T, d_ff)]
+
     def loss_args():
         return [normal(B, T, V, scale=3.0), tokens(B, T),
                 backend.from_host(np.full((B, T), 1.0 / N)), 0.1]
@@ -132,8 +136,7 @@ def cases(name, c, rng):
         "bias_gelu": (f"({B}, {T}, {d_ff})", lambda: [normal(B, T, d_ff), normal(d_ff)]),
         "relu_backward": (f"({B}, {T}, {d_ff})", lambda: [
             normal(B, T, d_ff), backend.get_xp().maximum(normal(B, T, d_ff), 0.0)]),
-        "gelu_backward": (f"({B}, {T}, {d_ff})", lambda: [normal(B, T, d_ff),
-                                                         normal(B, T, d_ff)]),
+        "gelu_backward": (f"({B}, {T}, {d_ff})", gelu_backward_args),
     }[name]
     return [(label, make())]
 

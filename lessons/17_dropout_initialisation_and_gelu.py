@@ -468,8 +468,11 @@ print(f"tanh derivative against central differences: largest difference "
 # `ModelConfig(activation="gelu")` builds every feed-forward network with
 # the tanh approximation instead of ReLU; its function and derivative are
 # `minitrans.ops.activations.gelu` and `gelu_backward`. ReLU's backward
-# needs only the sign of its output; GELU's needs the input, so the layer
-# keeps $a = xW_1 + b_1$ for the backward. GELU has no parameters, so the
+# needs only the sign of its output; GELU's needs the input and the gate
+# $\Phi(a)$: $\mathrm{GELU}'(a) = \Phi(a) + a\,\phi(a)$, and with the tanh
+# approximation $\phi(a) = 2\Phi(a)(1 - \Phi(a))\,du/da$. So the layer keeps
+# $a = xW_1 + b_1$ and $\Phi(a)$, which the forward computed anyway, and the
+# backward needs no second tanh. GELU has no parameters, so the
 # model's parameter count does not change. The gradient check of a
 # `FeedForward` with it, in float64:
 

@@ -19,9 +19,10 @@ class FeedForward(Module):
     paper's weights: ``W_1.W`` is W_1 and ``W_1.b`` is b_1, ``W_2.W`` and
     ``W_2.b`` are W_2 and b_2.
 
-    ``activation="gelu"`` puts GELU (``ops.activations.gelu``) where the
-    paper has max(0, .), as BERT and GPT-2 do; its backward multiplies by
-    GELU'(a) instead of [a > 0], so the pre-activation a is kept.
+    ``activation="gelu"`` puts GELU(a) = a Phi(a) (``ops.activations.gelu``)
+    where the paper has max(0, .), as BERT and GPT-2 do; its backward
+    multiplies by GELU'(a) = Phi(a) + a phi(a) instead of [a > 0], so the
+    pre-activation a and the gate Phi(a) are kept.
 
     The bias b_1 and the activation, and their backward, are kernel pairs
     (``bias_relu``, ``relu_backward``, ``bias_gelu`` below): on a device one
@@ -68,8 +69,9 @@ class FeedForward(Module):
             b_1 = self.W_1.params.get("b")
             product = self.W_1.forward(x, add_bias=False)  # x W_1, (..., d_ff), a fresh array
             if self.activation == "gelu":
-                hidden, out = bias_gelu(product, b_1)  # a = x W_1 + b_1 and GELU(a)
-                self.cache = hidden  # GELU'(a) needs a itself
+                # a = x W_1 + b_1, its gate Phi(a) and GELU(a) = a Phi(a)
+                hidden, gate, out = bias_gelu(product, b_1)
+                self.cache = hidden, gate  # GELU'(a) needs a and Phi(a)
                 return self.W_2.forward(out, add_bias)
             hidden = bias_relu(product, b_1)  # r = max(0, a), a = x W_1 + b_1
             self.cache = hidden  # r > 0 exactly where a > 0
@@ -83,12 +85,13 @@ class FeedForward(Module):
     def backward(self, dy, add_to=None):
         """dx; given ``add_to`` (an array of x's shape), dx added into it
         and ``add_to`` returned, as ``Linear.backward`` does."""
-        hidden = self.saved()
+        saved = self.saved()
         dhidden = self.W_2.backward(dy)
         if self.activation == "gelu":
-            da = activations.gelu_backward(hidden, dhidden)
+            a, gate = saved
+            da = activations.gelu_backward(a, gate, dhidden)
         else:
-            da = relu_backward(dhidden, hidden)
+            da = relu_backward(dhidden, saved)  # saved: r = max(0, a)
         return self.W_1.backward(da, add_to=add_to)
 
 
@@ -150,24 +153,28 @@ def build_feed_forward(d_model, d_ff, activation="relu", bias=True, rng=None):
 
 
 def bias_gelu_reference(product, b):
-    """(a, GELU(a)), a = x W + b, given the product x W; b None: no bias."""
+    """(a, Phi(a), GELU(a) = a Phi(a)), a = x W + b, given the product x W;
+    b None: no bias."""
     a = product if b is None else product + b
-    return a, activations.gelu(a)
+    gate = activations.gelu_gate(a)
+    return a, gate, a * gate
 
 
 def bias_gelu_fast(product, b):
-    """The reference, with a written into the product and GELU built in
-    place (``activations.gelu_fast``)."""
+    """The reference, with a written into the product and the gate built
+    in place (``activations.gelu_gate_fast``)."""
     if b is not None:
         product += b
-    return product, activations.gelu_fast(product)
+    gate = activations.gelu_gate_fast(product)
+    return product, gate, product * gate
 
 
 @fusion.fused("bias_gelu")
 def bias_gelu_kernel(product, b):
-    """a = x W + b and GELU(a), one kernel: GELU's equation, element-wise."""
+    """a = x W + b, Phi(a) and GELU(a), one kernel: the equations, element-wise."""
     a = product + b
-    return a, activations.gelu(a)
+    gate = activations.gelu_gate(a)
+    return a, gate, a * gate
 
 
 def bias_gelu_device(product, b):

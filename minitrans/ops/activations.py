@@ -19,75 +19,78 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
 
 
-def gelu(a):
-    """GELU(a) = a Phi(a), Phi the standard normal CDF, in the tanh form
+def gelu_gate(a):
+    """Phi(a), the standard normal CDF, in GELU's tanh approximation:
 
-        GELU(a) ~ 0.5 a (1 + tanh(u)),   u = sqrt(2/pi) (a + 0.044715 a^3)
+        Phi(a) ~ 0.5 (1 + tanh(u)),   u = sqrt(2/pi) (a + 0.044715 a^3)
 
-    Like ReLU it passes large positive inputs and silences large negative
-    ones, but smoothly: small negative inputs give small negative outputs.
+    GELU multiplies its input by it (``gelu``): a gate between 0 and 1
+    that opens smoothly as a grows. The feed-forward layer keeps it for
+    the backward, which needs it again (``gelu_backward``).
     """
     xp = backend.get_xp()
     # a * a * a: a**3 goes through NumPy's slow general pow (benchmarks/results/kernels/)
     u = _SQRT_2_OVER_PI * (a + _CUBIC * (a * a * a))
-    return 0.5 * a * (1.0 + xp.tanh(u))
+    return 0.5 * (1.0 + xp.tanh(u))
 
 
-def gelu_backward_reference(a, dy):
-    """dy * GELU'(a), by the product rule on 0.5 a (1 + tanh(u)):
-
-        GELU'(a) = 0.5 (1 + tanh(u)) + 0.5 a (1 - tanh(u)^2) du/da,
-        du/da    = sqrt(2/pi) (1 + 3 * 0.044715 a^2)
+def gelu(a):
+    """GELU(a) = a Phi(a) (Hendrycks and Gimpel 2016), Phi the standard
+    normal CDF in its tanh approximation (``gelu_gate``), as GPT-2 computes
+    it. Like ReLU it passes large positive inputs and silences large
+    negative ones, but smoothly: small negative inputs give small negative
+    outputs.
     """
-    xp = backend.get_xp()
-    t = xp.tanh(_SQRT_2_OVER_PI * (a + _CUBIC * (a * a * a)))
+    return a * gelu_gate(a)
+
+
+def gelu_backward_reference(a, gate, dy):
+    """dy * GELU'(a), by the product rule on a Phi(a), given the gate
+    Phi(a) (``gelu_gate(a)``, which the forward computed):
+
+        GELU'(a) = Phi(a) + a phi(a),   phi(a) = dPhi/da
+                 = Phi(a) + a * 0.5 (1 - tanh(u)^2) du/da
+                 = Phi(a) + a * 2 Phi(a) (1 - Phi(a)) du/da
+        du/da    = sqrt(2/pi) (1 + 3 * 0.044715 a^2)
+
+    (with tanh(u) = 2 Phi(a) - 1, 1 - tanh(u)^2 = 4 Phi(a) (1 - Phi(a))).
+    """
     du_da = _SQRT_2_OVER_PI * (1.0 + 3.0 * _CUBIC * a**2)
-    return dy * (0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * du_da)
+    density = 2.0 * gate * (1.0 - gate) * du_da  # phi(a)
+    return dy * (gate + a * density)
 
 
-def gelu_fast(a):
-    """``gelu``'s numbers, up to rounding, in two arrays where ``gelu`` makes
-    eight: u = sqrt(2/pi) a (1 + 0.044715 a^2) and GELU built in place.
-    Each NumPy operation is a pass over memory, and the feed-forward's
-    activations are its largest arrays. Timed against ``gelu`` by
-    ``python benchmarks/kernels.py`` (as ``bias_gelu``)."""
+def gelu_gate_fast(a):
+    """``gelu_gate``'s numbers, up to rounding, in one array where the
+    reference makes eight: u = sqrt(2/pi) a (1 + 0.044715 a^2), then the
+    gate built in place. Each NumPy operation is a pass over memory, and
+    the feed-forward's activations are its largest arrays. Timed against
+    the reference by ``python benchmarks/kernels.py`` (as ``bias_gelu``)."""
     xp = backend.get_xp()
-    u = a * a
-    u *= _CUBIC
-    u += 1.0
-    u *= a
-    u *= _SQRT_2_OVER_PI
-    xp.tanh(u, out=u)  # tanh(u)
-    u += 1.0
-    u *= a
-    u *= 0.5  # 0.5 a (1 + tanh(u))
-    return u
+    gate = a * a
+    gate *= _SQRT_2_OVER_PI * _CUBIC
+    gate += _SQRT_2_OVER_PI
+    gate *= a  # u = a (sqrt(2/pi) + sqrt(2/pi) 0.044715 a^2)
+    xp.tanh(gate, out=gate)
+    gate *= 0.5
+    gate += 0.5  # 0.5 (1 + tanh(u))
+    return gate
 
 
-def gelu_backward_fast(a, dy):
-    """The reference's numbers, up to rounding, in three arrays where the
-    reference makes a dozen: tanh(u), then the two terms of GELU'(a) built
-    in place. Timed against the reference by ``python benchmarks/kernels.py``."""
-    xp = backend.get_xp()
-    a_squared = a * a
-    t = a_squared * _CUBIC
-    t += 1.0
-    t *= a
-    t *= _SQRT_2_OVER_PI
-    xp.tanh(t, out=t)  # t = tanh(u)
-    half_a_du_da = a_squared  # 0.5 a du/da = 0.5 a sqrt(2/pi) (1 + 3 * 0.044715 a^2)
-    half_a_du_da *= 3.0 * _CUBIC
-    half_a_du_da += 1.0
-    half_a_du_da *= a
-    half_a_du_da *= 0.5 * _SQRT_2_OVER_PI
-    second = t * t
-    xp.subtract(1.0, second, out=second)
-    second *= half_a_du_da  # 0.5 a (1 - t^2) du/da
-    t += 1.0
-    t *= 0.5
-    t += second  # GELU'(a)
-    t *= dy
-    return t
+def gelu_backward_fast(a, gate, dy):
+    """The reference's numbers, up to rounding, in two arrays where the
+    reference makes eleven, and no tanh: the forward's gate holds it.
+    Timed against the reference by ``python benchmarks/kernels.py``."""
+    two_a_du_da = a * a  # 2 a du/da = a (2 sqrt(2/pi) + 2 sqrt(2/pi) 3 * 0.044715 a^2)
+    two_a_du_da *= 2.0 * _SQRT_2_OVER_PI * 3.0 * _CUBIC
+    two_a_du_da += 2.0 * _SQRT_2_OVER_PI
+    two_a_du_da *= a
+    grad = 1.0 - gate
+    grad *= gate
+    grad *= two_a_du_da  # a phi(a) = a * 2 Phi (1 - Phi) du/da
+    grad += gate  # GELU'(a)
+    grad *= dy
+    return grad
 
 
 # The equation is element-wise from end to end: on a device it is fused as it

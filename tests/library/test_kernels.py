@@ -232,7 +232,8 @@ def _relu_backward(k, d, shape):
 
 
 def _gelu_backward(k, d, shape):
-    return (k(d.normal(*shape, scale=2.0), d.normal(*shape)),)
+    a = d.normal(*shape, scale=2.0)
+    return (k(a, activations.gelu_gate(a), d.normal(*shape)),)
 
 
 def _swiglu_gate_backward(k, d, shape):

@@ -40,7 +40,7 @@ def test_gelu_backward_is_the_derivative():
     h = 1e-6
     with minitrans.using("numpy", dtype="float64"):
         numeric = (activations.gelu(a + h) - activations.gelu(a - h)) / (2 * h)
-        analytic = activations.gelu_backward(a, np.ones_like(a))
+        analytic = activations.gelu_backward(a, activations.gelu_gate(a), np.ones_like(a))
     np.testing.assert_allclose(analytic, numeric, rtol=1e-7, atol=1e-9)
 
 
@@ -54,7 +54,7 @@ def test_gelu_feed_forward_gradcheck(float64, randn, shape):
 
 def test_the_checker_fails_a_gelu_feed_forward_with_relu_s_backward(float64, randn, monkeypatch):
     """ReLU's [a > 0] in place of GELU'(a): x and W_1's gradients go wrong."""
-    monkeypatch.setattr(activations, "gelu_backward", lambda a, dy: dy * (a > 0))
+    monkeypatch.setattr(activations, "gelu_backward", lambda a, gate, dy: dy * (a > 0))
     layer = FeedForward(4, 6, rng=0, activation="gelu")
     randomise_params(layer, np.random.default_rng(0))
     failed = {r.tensor for r in check_layer(layer, randn(2, 3, 4)) if not r.passed}
