@@ -86,6 +86,21 @@ def test_processes_give_the_numbers_of_threads_bit_for_bit(workers, decoder_only
     assert_same(*runs)
 
 
+def test_the_parameters_live_in_shared_memory_and_references_follow_them():
+    """Made with processes, a DataParallel moves the model's parameters into
+    shared memory; a weight taken from its layer afterwards keeps following
+    the training (the workers read the same memory)."""
+    inputs, targets = make_batch()
+    parallel = new_parallel(True)
+    weight = parallel.model.decoder.layers[0].self_attn.W_Q.params["W"]
+    before = weight.copy()
+    train(parallel, 1, inputs, targets)
+    assert weight is parallel.model.decoder.layers[0].self_attn.W_Q.params["W"]
+    assert not np.array_equal(weight, before)  # the update wrote into it
+    pool = parallel._processes
+    assert all(holder[key] is view for holder, key, view, _ in pool.parameters.slots)
+
+
 def test_the_comparison_fails_when_a_worker_misses_the_dropout_streams(monkeypatch):
     """The check above can fail: a worker that kept the masks of the step it
     was forked at draws other masks from the second step on."""

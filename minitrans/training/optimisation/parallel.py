@@ -74,6 +74,8 @@ class DataParallel:
     keeps its own setting. ``processes``: whether the replicas other than
     the model run in processes of their own (default: where they can, on
     Linux with the NumPy backend; ``worker_processes.processes_usable``).
+    With processes the model's parameters move into shared memory here: a
+    reference to a weight taken before stops following it.
 
     ``replicas`` holds the model and its copies (``replicas[0]`` is the
     model itself): walk them all to set the training mode or a dropout
@@ -110,7 +112,7 @@ class DataParallel:
                              "fork() on Linux and the NumPy backend), got True")
         self._pool = self._processes = None
         if workers > 1 and self.processes:
-            self._processes = WorkerPool()
+            self._processes = WorkerPool(self)  # the parameters move to shared memory
             weakref.finalize(self, self._processes.close)  # stops the workers with this object
         elif workers > 1:
             self._pool = ThreadPoolExecutor(workers - 1, thread_name_prefix="minitrans-worker")

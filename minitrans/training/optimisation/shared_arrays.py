@@ -46,13 +46,15 @@ class SharedArrays:
                    and holder[key].dtype == view.dtype and holder[key] is source[0][source[1]]
                    for holder, key, view, source in self.slots)
 
-    def write(self):
-        """Copy each array's values into its view."""
-        for holder, key, view, source in self.slots:
-            if source[0] is holder and source[1] == key:  # once per array
+    def hold(self):
+        """Put the views in the slots, in place of the arrays they hold,
+        each view given its array's values first: the first call, and after
+        an array was replaced (by a checkpoint load, say). From then on the
+        slots hold the shared memory itself, and whatever writes into their
+        arrays in place (an optimiser's step) writes into it."""
+        for holder, key, view, (source, source_key) in self.slots:
+            if holder[key] is view:
+                continue
+            if source is holder and source_key == key:  # once per array: its first slot
                 np.copyto(view, holder[key])
-
-    def hold_views(self):
-        """Put the views in the slots, in place of the arrays."""
-        for holder, key, view, _ in self.slots:
             holder[key] = view

@@ -16,9 +16,13 @@ A worker process is a copy of the trainer's process, made by fork() at the
 first step: the replica it runs is the one the trainer made, seeds and all.
 After that the two share only memory made to be shared:
 
-* the parameters: one block of shared memory that the trainer writes the
-  model's parameters into before each step (``SharedArrays.write``). The
-  model keeps its own arrays, so a reference to a weight keeps following it;
+* the parameters: when the DataParallel is made, the model's parameters
+  move into shared memory (``SharedArrays.hold``: each layer's ``params``
+  then holds a view of it), so the optimiser's step, in place, updates the
+  workers' too. As on a device (``flat_state``), a reference to a weight
+  taken before that stops following it: take it from the layer. A
+  parameter replaced later (a checkpoint load) is copied in at the next
+  step;
 * each worker's gradients: the replica's gradient arrays are views of shared
   memory, which the worker writes and the trainer adds into the model's, as
   it adds a worker thread's;
@@ -31,7 +35,8 @@ After that the two share only memory made to be shared:
 Whatever else changes in the trainer after the fork (a parameter of a new
 shape or dtype, a buffer replaced, the backend or the dtype in use) is not
 seen by the worker: the trainer then stops it and forks a new one
-(``WorkerProcess.matches``). Each step gives the numbers that worker threads
+(``WorkerProcess.matches``). Memory is as with threads: the parameters
+once, and a gradient per worker. Each step gives the numbers that worker threads
 give, bit for bit (tests/library/test_worker_processes.py).
 """
 
@@ -45,6 +50,7 @@ from multiprocessing.connection import Pipe
 from minitrans.core import backend, kernels
 from minitrans.core.threads import limit_blas_threads
 from minitrans.layers.dropout import Dropout
+from minitrans.model.replicas import share_parameters
 from minitrans.training.optimisation.shared_arrays import SharedArrays
 
 DROPOUT_STATE = ("p", "stream", "draws")  # what a step changes in a dropout layer
@@ -71,9 +77,19 @@ class WorkerPool:
     Forked at the first step, forked again when the trainer's copy has
     changed in a way a worker cannot see; stopped by ``close()``."""
 
-    def __init__(self):
-        self.parameters = None  # the SharedArrays of the model's parameters
+    def __init__(self, parallel):
         self.workers = []
+        self.parameters = None  # the SharedArrays of the model's parameters
+        self._share_parameters(parallel)
+
+    def _share_parameters(self, parallel):
+        """Move the model's parameters into shared memory, where each layer's
+        ``params`` then holds a view of it, and point the replicas at them."""
+        self.parameters = SharedArrays([(module.params, key) for module, _ in
+                                        parallel._twins[0] for key in module.params])
+        self.parameters.hold()
+        for twins in parallel._twins:
+            share_parameters(twins)
 
     def run(self, parallel, shards):
         """The losses of ``shards``, [(index, inputs, targets, dloss)], the
@@ -82,7 +98,7 @@ class WorkerPool:
         (``parallel`` is passed, not kept: the pool must not keep the
         DataParallel alive, whose collection closes it.)"""
         self._ready(parallel, len(shards) - 1)
-        self.parameters.write()
+        self.parameters.hold()  # a parameter replaced since the last step: its values
         started = []
         try:
             for worker, (index, inputs, targets, dloss) in zip(self.workers, shards[1:]):
@@ -116,12 +132,9 @@ class WorkerPool:
 
     def _ready(self, parallel, count):
         """At least ``count`` workers whose copies match the trainer's."""
-        if self.workers and not (self.parameters.current()
-                                 and all(worker.matches() for worker in self.workers)):
+        if not (self.parameters.current() and all(worker.matches() for worker in self.workers)):
             self.close()
-        if self.parameters is None:
-            self.parameters = SharedArrays([(module.params, key) for module, _ in
-                                            parallel._twins[0] for key in module.params])
+            self._share_parameters(parallel)
         while len(self.workers) < count:
             self.workers.append(WorkerProcess(parallel, len(self.workers) + 1, self.parameters))
 
@@ -129,7 +142,7 @@ class WorkerPool:
         """Stop every worker (at once with ``kill``)."""
         for worker in self.workers:
             worker.close(kill)
-        self.workers, self.parameters = [], None
+        self.workers = []
 
 
 class WorkerProcess:
@@ -147,7 +160,7 @@ class WorkerProcess:
         self.dropouts = [module for module in self.modules if isinstance(module, Dropout)]
         self.gradients = SharedArrays([(module.grads, key) for module in self.modules
                                        for key in module.grads])
-        self.gradients.hold_views()
+        self.gradients.hold()
         position = 0
         for model_module, replica in twins:  # the model's parameters, in the same order
             for key in model_module.params:
