@@ -98,7 +98,7 @@ class WorkerPool:
         (``parallel`` is passed, not kept: the pool must not keep the
         DataParallel alive, whose collection closes it.)"""
         self._ready(parallel, len(shards) - 1)
-        self.parameters.hold()  # a parameter replaced since the last step: its values
+        self.parameters.hold()  # a parameter replaced since the last step moves in too
         started = []
         try:
             for worker, (index, inputs, targets, dloss) in zip(self.workers, shards[1:]):
