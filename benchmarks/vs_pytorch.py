@@ -26,7 +26,7 @@ How it measures:
 * **A step** is forward, loss, backward and Adam (beta 0.9, 0.98, eps 1e-9),
   ending when the loss is back on the host, on random batches without
   padding. minitrans's step is its Trainer's: the batch split over as many
-  worker threads as the run has threads, one BLAS thread each
+  workers as the run has threads (processes on Linux), one BLAS thread each
   (minitrans.training.optimisation.parallel; ``--workers 1``: the whole batch on one).
 * **Separate processes, in turns.** Each library runs in a worker process
   of its own (its own peak memory and allocator) with the same thread
@@ -303,7 +303,7 @@ def main(argv=None):
         "--threads", type=int, default=2, help="threads for both libraries (default 2)"
     )
     parser.add_argument("--workers", type=int, default=None,
-                        help="minitrans's worker threads (default: --threads on cpu, 1 on gpu), "
+                        help="minitrans's workers (default: --threads on cpu, 1 on gpu), "
                              "each with --threads / --workers BLAS threads")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--pause", type=float, default=None,
