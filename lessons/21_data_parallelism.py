@@ -226,10 +226,12 @@ for threads in (1, 2):
 # `DataParallel` forks a process for each replica but the first at the
 # first step (`minitrans/training/optimisation/worker_processes.py`).
 # The copy starts with everything the trainer had, and the two then share
-# only what is put in *shared memory*: the parameters, which the trainer
-# writes there before each step, and the replica's gradients, which the
-# worker writes and the trainer adds into the model's. Only the shard's
-# token ids and its loss travel through a pipe. The numbers are those of
+# only what is put in *shared memory*: the parameters, which move there
+# when the `DataParallel` is made (each layer's `params` then holds a view
+# of it, so the optimiser's step, in place, reaches every worker), and the
+# replica's gradients, which the worker writes and the trainer adds into
+# the model's. Only the shard's token ids and its loss travel through a
+# pipe. The numbers are those of
 # threads, bit for bit (`tests/library/test_worker_processes.py`). PyTorch's
 # `DistributedDataParallel` runs one process per GPU for the same reason.
 #
@@ -270,9 +272,9 @@ for kind, (workers, processes) in kinds.items():
 # machine): `python benchmarks/text_lm.py` times the training step of
 # nanoGPT's small character model with each, and its results are in
 # `benchmarks/results/text_lm/`. On one core, or a busy machine, less is
-# gained. For whole training
-# steps, Adam included, `python benchmarks/vs_pytorch.py` times minitrans's
-# steps beside PyTorch's with two workers, and with `--workers 1` with one.
+# gained. For whole training steps, Adam included, `python
+# benchmarks/vs_pytorch.py` times minitrans's steps beside PyTorch's with
+# two workers, and with `--workers 1` with one.
 #
 # The Trainer uses two workers on the CPU (`TrainConfig.workers`,
 # `minitrans train --workers`), whatever the number of cores: the shards,

@@ -50,8 +50,8 @@ from minitrans.training.optimisation.worker_processes import WorkerPool, process
 
 # Each worker is a thread or a process with a replica of the model (its own
 # gradients and caches): a hundred thousand of them would take minutes to
-# make and all the memory. Sixteen cores' worth with room to spare, and the same on every
-# machine, so that a configuration that runs here runs everywhere.
+# make and all the memory. Sixteen cores' worth with room to spare, and the
+# same on every machine, so that a configuration that runs here runs everywhere.
 MAX_WORKERS = 64
 
 
