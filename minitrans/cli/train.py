@@ -101,7 +101,8 @@ def add_parsers(commands):
     train.add_argument(
         "--workers",
         type=flags.size(MAX_WORKERS),
-        help="threads, each training on a shard of every batch (default 2 on cpu, 1 on gpu)",
+        help="workers (processes on Linux, else threads), each training on a shard of every "
+             "batch (default 2 on cpu, 1 on gpu)",
     )
     flag("--d-model", "d_model", "model width d_model", type=flags.size(LIMITS["d_model"]))
     flag("--heads", "h", "attention heads h (must divide d_model, unless --d-k)",

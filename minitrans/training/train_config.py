@@ -48,7 +48,7 @@ class TrainConfig:
     min_lr: float = 1e-4
     eval_windows: int = 1000
     seed: int = 0
-    workers: int = None  # threads, each on a shard of the batch (None: 2 on the CPU, 1 on a GPU)
+    workers: int = None  # workers, each on a shard of the batch (None: 2 on the CPU, 1 on a GPU)
     out_dir: str = "runs/run"
 
     def __post_init__(self):
