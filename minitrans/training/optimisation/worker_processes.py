@@ -5,12 +5,11 @@ Why processes: Python runs the Python code of one thread at a time (its
 global interpreter lock, the GIL). NumPy lets go of the lock inside each
 operation, so two worker threads do compute at once, but every operation
 begins and ends in Python, and a thread whose operation ends while the
-other holds the lock sleeps until the lock is handed over. A small model's
-shard is a thousand short operations, and on two cores these hand-overs
-cost about a fifth of the step (``benchmarks/text_lm.py``, threads against
-processes: benchmarks/results/text_lm/). A process has an interpreter, and
-a lock, of its own. PyTorch's DistributedDataParallel runs one process per
-device for the same reason.
+other holds the lock sleeps until it is handed over. A small model's shard
+is a thousand short operations: on two cores the hand-overs cost about a
+fifth of the step (``benchmarks/text_lm.py`` times both). A process has an
+interpreter, and a lock, of its own: PyTorch's DistributedDataParallel
+runs one process per device for the same reason.
 
 A worker process is a copy of the trainer's process, made by fork() at the
 first step: the replica it runs is the one the trainer made, seeds and all.
@@ -44,6 +43,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 import warnings
 from multiprocessing.connection import Pipe
 
@@ -54,7 +54,8 @@ from minitrans.model.replicas import share_parameters
 from minitrans.training.optimisation.shared_arrays import SharedArrays
 
 DROPOUT_STATE = ("p", "stream", "draws")  # what a step changes in a dropout layer
-PARENT_CHECK_S = 1.0
+PARENT_CHECK_S = 1.0  # how often an idle worker looks whether its trainer is still there
+STOP_WAIT_S = 60.0  # how long a worker told to stop may take to finish its shard
 
 
 def processes_usable(backend_name=None):
@@ -211,8 +212,7 @@ class WorkerProcess:
             raise value
         return value
 
-    def lost(self):
-        """The error of a worker that ended without an answer."""
+    def lost(self):  # the error of a worker that ended without an answer
         return WorkerLost(f"worker process {self.pid} (replica {self.index}) ended without an "
                           "answer: killed, or out of memory?")
 
@@ -230,7 +230,13 @@ class WorkerProcess:
         except OSError:  # it has ended already
             pass
         self.connection.close()
-        os.waitpid(self.pid, 0)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while os.waitpid(self.pid, os.WNOHANG) == (0, 0):  # still running
+            if time.monotonic() > deadline:  # stuck: not worth waiting for
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                break
+            time.sleep(0.01)
         self.pid = None
 
 
@@ -239,7 +245,7 @@ def backend_settings():
     return backend.backend_name(), backend.get_dtype(), kernels.active()
 
 
-def _dropout_states(worker):
+def _dropout_states(worker):  # what DROPOUT_STATE names, of each dropout layer
     return [tuple(getattr(layer, name) for name in DROPOUT_STATE) for layer in worker.dropouts]
 
 
