@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.minitrans_runner import MinitransRunner
 from harness.torch_runner import TorchRunner, torch_adam
-from harness.workload import ADAM_SETTINGS, BATCHES, minitrans_threads
+from harness.workload import ADAM_SETTINGS, BATCHES, DEVICE_BACKENDS, minitrans_threads
 
 LLAMA_BATCH_SEED = 0
 
@@ -116,7 +116,7 @@ class MinitransLlamaRunner(MinitransRunner):
         from minitrans.training.optimisation.adam import Adam
         from minitrans.training.optimisation.parallel import DataParallel
 
-        minitrans.use("cupy" if device == "gpu" else "numpy", dtype="float32")
+        minitrans.use(DEVICE_BACKENDS[device], dtype="float32")
         self.minitrans, self.device = minitrans, device
         self.model = DecoderOnlyLM(llama_model_config(sizes), rng=0)
         self.optimizer = Adam(self.model, **ADAM_SETTINGS)

@@ -15,7 +15,7 @@ import numpy as np
 
 from minitrans.training.optimisation.worker_processes import processes_usable
 
-BACKENDS = {"cpu": "numpy", "gpu": "cupy"}  # the backend of each --device
+from harness.workload import DEVICE_BACKENDS
 # set by hand to force a BLAS kernel or a cache size: recorded where set
 KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_ENABLE_INSTRUCTIONS",
                     "ATEN_CPU_CAPABILITY")
@@ -156,7 +156,7 @@ def machine(args, minitrans_threads):
         "device": args.device,
         "date": time.strftime("%Y-%m-%d"),
         "workers": workers,
-        "worker_kind": "processes" if processes_usable(BACKENDS[args.device]) else "threads",
+        "worker_kind": "processes" if processes_usable(DEVICE_BACKENDS[args.device]) else "threads",
         "blas_threads": blas_threads,
         "allocator": args.allocator,
         "untuned": args.untuned,

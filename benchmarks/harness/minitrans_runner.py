@@ -6,8 +6,8 @@ import time
 from threadpoolctl import threadpool_limits
 
 from harness.matmul_timer import TimedArray, time_products
-from harness.workload import (ADAM_SETTINGS, BATCHES, DECODE_LENGTH, decode_sources,
-                              make_batches, minitrans_threads, model_config)
+from harness.workload import (ADAM_SETTINGS, BATCHES, DECODE_LENGTH, DEVICE_BACKENDS,
+                              decode_sources, make_batches, minitrans_threads, model_config)
 
 
 class MinitransRunner:
@@ -23,7 +23,7 @@ class MinitransRunner:
         from minitrans.training.optimisation.adam import Adam
         from minitrans.training.optimisation.parallel import DataParallel
 
-        minitrans.use("cupy" if device == "gpu" else "numpy", dtype="float32")
+        minitrans.use(DEVICE_BACKENDS[device], dtype="float32")
         self.minitrans, self.device = minitrans, device
         self.model = Transformer(
             model_config(sizes, max(sizes["length"], DECODE_LENGTH) + 1), rng=0

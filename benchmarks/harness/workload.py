@@ -10,6 +10,7 @@ import numpy as np
 BATCHES = 4  # distinct batches, used in turn
 ADAM_SETTINGS = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9)  # both libraries' Adam
 DECODE_BATCH, DECODE_LENGTH = 32, 64
+DEVICE_BACKENDS = {"cpu": "numpy", "gpu": "cupy"}  # minitrans's backend on each --device
 
 
 def rss_bytes():

@@ -163,8 +163,8 @@ class WorkerProcess:
                                        for key in module.grads])
         self.gradients.hold()
         position = 0
-        for model_module, replica in twins:  # the model's parameters, in the same order
-            for key in model_module.params:
+        for model_module, replica in twins:  # the shared views, even where the copy holds
+            for key in model_module.params:  # a replaced array not yet moved in (`run`)
                 replica.params[key] = parameters.view(position)
                 position += 1
         self.buffers = [(replica.buffers, dict(replica.buffers)) for replica in self.modules]
